@@ -1,0 +1,10 @@
+//! kshard's per-core engine: shard executors pinned to cores, the cross-shard
+//! mailbox, the hierarchical timing wheel and purgatory, and the segment log.
+//! Nothing in this crate knows the Kafka request protocol.
+
+pub mod log;
+pub mod mailbox;
+pub mod oneshot;
+pub mod placement;
+pub mod shard;
+pub mod timer;

@@ -1,0 +1,75 @@
+//! Per-partition log settings (Kafka's topic-level `LogConfig`), with Kafka's
+//! defaults. Only the settings the segment log itself acts on live here.
+
+/// Kafka's `LogConfig` subset used by [`crate::log::log::Log`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll when the active segment would exceed this.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll when the segment's first batch is this old.
+    pub segment_ms: i64,
+    /// `retention.ms`; -1 = unlimited.
+    pub retention_ms: i64,
+    /// `retention.bytes`; -1 = unlimited.
+    pub retention_bytes: i64,
+    /// `index.interval.bytes`: bytes between sparse index entries.
+    pub index_interval_bytes: u32,
+    /// `segment.index.bytes`: the size limit of each index file.
+    pub max_index_size_bytes: u32,
+    /// `flush.messages`: fsync after this many unflushed messages.
+    pub flush_interval_messages: u64,
+    /// `flush.ms`: fsync when the last flush is this old.
+    pub flush_interval_ms: i64,
+    /// `preallocate`: size new `.log` files to `segment_bytes` up front.
+    pub preallocate: bool,
+}
+
+pub const DEFAULT_SEGMENT_BYTES: u64 = 1024 * 1024 * 1024;
+pub const DEFAULT_SEGMENT_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
+pub const DEFAULT_MAX_INDEX_SIZE_BYTES: u32 = 10 * 1024 * 1024;
+
+/// Positions in the indexes are i32, so no segment may grow past this.
+pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            segment_ms: DEFAULT_SEGMENT_MS,
+            retention_ms: DEFAULT_RETENTION_MS,
+            retention_bytes: -1,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            max_index_size_bytes: DEFAULT_MAX_INDEX_SIZE_BYTES,
+            // Kafka's Long.MAX_VALUE: never flush by count.
+            flush_interval_messages: u64::MAX,
+            flush_interval_ms: i64::MAX,
+            preallocate: false,
+        }
+    }
+}
+
+impl LogConfig {
+    /// `segment_bytes` clamped to what i32 index positions can address.
+    pub fn effective_segment_bytes(&self) -> u64 {
+        self.segment_bytes.min(MAX_SEGMENT_BYTES)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_kafka() {
+        let c = LogConfig::default();
+        assert_eq!(c.segment_bytes, 1_073_741_824);
+        assert_eq!(c.segment_ms, 604_800_000);
+        assert_eq!(c.retention_ms, 604_800_000);
+        assert_eq!(c.retention_bytes, -1);
+        assert_eq!(c.index_interval_bytes, 4096);
+        assert_eq!(c.max_index_size_bytes, 10_485_760);
+        assert!(!c.preallocate);
+    }
+}

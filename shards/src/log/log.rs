@@ -1,0 +1,536 @@
+//! One partition's log (Kafka's `UnifiedLog` + `LocalLog`, without
+//! replication or tiered storage): the ordered segments of one
+//! `<topic>-<partition>` directory, with append, read, roll, flush,
+//! retention, DeleteRecords and truncation. Single-threaded: owned by the
+//! partition's shard.
+
+// `log::log` mirrors Kafka's naming (UnifiedLog inside the log package).
+#![allow(clippy::module_inception)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::batch::BatchHeader;
+use super::config::LogConfig;
+use super::recovery::{load_segments, RecoveryStats};
+use super::segment::{LogSegment, SegmentRead};
+use super::{FileSlice, LogAppendInfo};
+
+/// The result of [`Log::read`].
+#[derive(Clone, Debug)]
+pub struct ReadInfo {
+    /// Whole batches of one segment; None when there is nothing to return.
+    pub slice: Option<FileSlice>,
+    /// Base offset of the batch holding the start offset, or -1 when no
+    /// batch was found (start offset == log end offset).
+    pub first_batch_base_offset: i64,
+}
+
+#[derive(Debug)]
+pub enum ReadError {
+    OffsetOutOfRange {
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    Io(io::Error),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::OffsetOutOfRange {
+                log_start_offset,
+                log_end_offset,
+            } => write!(
+                f,
+                "offset out of range [{log_start_offset}, {log_end_offset}]"
+            ),
+            ReadError::Io(e) => write!(f, "log read failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+/// Copies a slice's bytes into memory (TLS, tests, the replica path).
+pub fn read_slice_bytes(slice: &FileSlice) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; slice.len as usize];
+    slice.file.read_exact_at(&mut buf, slice.position)?;
+    Ok(buf)
+}
+
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    /// Keyed by base offset; never empty; the last one is active.
+    segments: BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    recovery_point: i64,
+    last_flush_ms: i64,
+    /// A segment file was created or deleted since the last dir fsync.
+    dir_dirty: bool,
+}
+
+fn invalid_input(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl Log {
+    /// Opens (creating if needed) the partition dir, loads and, where needed,
+    /// recovers its segments (see [`load_segments`]).
+    pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        log_start_offset: i64,
+        now_ms: i64,
+    ) -> io::Result<(Log, RecoveryStats)> {
+        std::fs::create_dir_all(dir)?;
+        let (mut segments, stats) = load_segments(dir, &config, recovery_point, now_ms)?;
+        let start = log_start_offset.max(0);
+        let mut dir_dirty = false;
+        let end = segments
+            .values()
+            .next_back()
+            .map_or(start, |s| s.next_offset());
+        if segments.is_empty() || end < start {
+            // Nothing usable, or everything below the checkpointed start
+            // offset: begin afresh at the start offset, as Kafka does.
+            for (_, seg) in std::mem::take(&mut segments) {
+                seg.delete_files()?;
+            }
+            segments.insert(start, LogSegment::create(dir, start, &config, now_ms)?);
+            dir_dirty = true;
+        }
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let log_end_offset = segments.values().next_back().expect("active").next_offset();
+        let log = Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset: start.max(first_base),
+            log_end_offset,
+            recovery_point: recovery_point.clamp(0, log_end_offset),
+            last_flush_ms: now_ms,
+            dir_dirty,
+        };
+        Ok((log, stats))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    /// New settings apply to later appends and to segments created later.
+    pub fn set_config(&mut self, c: LogConfig) {
+        self.config = c;
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    /// The next offset to assign.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+    /// Offsets below this are on disk.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size_bytes()).sum()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    /// Base offsets of all segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    fn active(&self) -> &LogSegment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("log has a segment")
+    }
+    fn active_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("log has a segment")
+    }
+
+    /// Appends validated batches whose offsets start at the log end offset.
+    /// Rolls first if Kafka would; returns the new segment's base offset if
+    /// it rolled. Flushes per `flush_interval_messages`.
+    pub fn append(
+        &mut self,
+        records: &[u8],
+        info: &LogAppendInfo,
+        now_ms: i64,
+    ) -> io::Result<Option<i64>> {
+        if info.first_offset != self.log_end_offset {
+            return Err(invalid_input(format!(
+                "append at offset {} but log end offset is {}",
+                info.first_offset, self.log_end_offset
+            )));
+        }
+        if records.is_empty()
+            || info.last_offset < info.first_offset
+            || records.len() != info.valid_bytes
+        {
+            return Err(invalid_input(format!(
+                "bad append: {} bytes, offsets {}..={}, valid_bytes {}",
+                records.len(),
+                info.first_offset,
+                info.last_offset,
+                info.valid_bytes
+            )));
+        }
+        let config = self.config.clone();
+        let should_roll = self.active_mut().should_roll(
+            &config,
+            records.len() as u64,
+            info.max_timestamp,
+            info.last_offset,
+            now_ms,
+        );
+        let rolled = if should_roll && !self.active().is_empty() {
+            Some(self.roll(now_ms)?)
+        } else {
+            None
+        };
+        self.active_mut().append(records, info)?;
+        self.log_end_offset = info.last_offset + 1;
+        let unflushed = (self.log_end_offset - self.recovery_point) as u64;
+        if unflushed >= self.config.flush_interval_messages {
+            self.flush()?;
+            self.last_flush_ms = now_ms;
+        }
+        Ok(rolled)
+    }
+
+    /// Reads whole batches from the one holding `start_offset`; see
+    /// [`LogSegment::read`]. Only one segment is read per call, as in Kafka.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: u32,
+        max_offset_exclusive: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadInfo, ReadError> {
+        if start_offset < self.log_start_offset || start_offset > self.log_end_offset {
+            return Err(ReadError::OffsetOutOfRange {
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let nothing = ReadInfo {
+            slice: None,
+            first_batch_base_offset: -1,
+        };
+        if start_offset == self.log_end_offset {
+            return Ok(nothing);
+        }
+        let floor = self
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .map_or(i64::MIN, |(&b, _)| b);
+        for seg in self.segments.range(floor..).map(|(_, s)| s) {
+            match seg.read(start_offset, max_bytes, max_offset_exclusive, min_one_batch)? {
+                SegmentRead::NotInSegment => continue,
+                SegmentRead::Empty {
+                    first_batch_base_offset,
+                } => {
+                    return Ok(ReadInfo {
+                        slice: None,
+                        first_batch_base_offset,
+                    })
+                }
+                SegmentRead::Data {
+                    slice,
+                    first_batch_base_offset,
+                } => {
+                    return Ok(ReadInfo {
+                        slice: Some(slice),
+                        first_batch_base_offset,
+                    })
+                }
+            }
+        }
+        Ok(nothing)
+    }
+
+    /// ListOffsets by timestamp (Kafka's `fetchOffsetByTimestamp` for a
+    /// real timestamp): the first record at or after `timestamp_ms`, as
+    /// (offset, timestamp). The special negative timestamps are the
+    /// caller's. Compressed CreateTime batches answer with their first
+    /// offset and max timestamp (they are not decompressed).
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> io::Result<Option<(i64, i64)>> {
+        for seg in self.segments.values() {
+            if seg.is_empty() || seg.max_timestamp_so_far() < timestamp_ms {
+                continue;
+            }
+            if let Some(found) =
+                seg.find_offset_by_timestamp(timestamp_ms, self.log_start_offset)?
+            {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Kafka's MAX_TIMESTAMP (-3): (offset, timestamp) of the record with
+    /// the largest timestamp (the earliest segment wins ties).
+    pub fn offset_of_max_timestamp(&self) -> io::Result<Option<(i64, i64)>> {
+        let mut best: Option<&LogSegment> = None;
+        for seg in self.segments.values().filter(|s| !s.is_empty()) {
+            if best.is_none_or(|b| seg.max_timestamp_so_far() > b.max_timestamp_so_far()) {
+                best = Some(seg);
+            }
+        }
+        match best {
+            Some(seg) => seg.offset_of_max_timestamp(),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes and fsyncs everything up to the log end offset; the recovery
+    /// point becomes the log end offset.
+    pub fn flush(&mut self) -> io::Result<()> {
+        for seg in self.segments.values_mut().filter(|s| s.dirty) {
+            seg.sync()?;
+        }
+        if self.dir_dirty {
+            sync_dir(&self.dir)?;
+            self.dir_dirty = false;
+        }
+        self.recovery_point = self.log_end_offset;
+        Ok(())
+    }
+
+    /// Flushes when `flush_interval_ms` has passed since the last flush.
+    pub fn maybe_flush(&mut self, now_ms: i64) -> io::Result<bool> {
+        if now_ms.saturating_sub(self.last_flush_ms) < self.config.flush_interval_ms {
+            return Ok(false);
+        }
+        self.last_flush_ms = now_ms;
+        if self.recovery_point >= self.log_end_offset {
+            return Ok(false);
+        }
+        self.flush()?;
+        Ok(true)
+    }
+
+    /// Starts a new segment at the log end offset (Kafka's `roll`): the old
+    /// active segment gets its final time-index entry and exact-size
+    /// indexes and is fsynced, so the recovery point moves up to the new
+    /// base offset. Rolling an empty active segment is a no-op.
+    pub fn roll(&mut self, now_ms: i64) -> io::Result<i64> {
+        let new_base = self.log_end_offset;
+        if self.active().is_empty() {
+            return Ok(self.active().base_offset());
+        }
+        self.active_mut().on_become_inactive()?;
+        // Kafka flushes the old segment on roll; recovered segments too.
+        for seg in self.segments.values_mut().filter(|s| s.dirty) {
+            seg.sync()?;
+        }
+        let seg = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
+        self.segments.insert(new_base, seg);
+        sync_dir(&self.dir)?;
+        self.recovery_point = self.recovery_point.max(new_base);
+        Ok(new_base)
+    }
+
+    /// Retention (Kafka's `deleteOldSegments`), oldest first and never the
+    /// active segment: by `retention_ms` on each segment's largest
+    /// timestamp, then by `retention_bytes` while a whole segment can go,
+    /// then segments wholly below the log start offset. Returns bytes freed.
+    pub fn delete_old_segments(&mut self, now_ms: i64) -> io::Result<u64> {
+        let mut deletable = 0usize;
+        let inactive: Vec<(i64, u64)> = self
+            .segments
+            .iter()
+            .take(self.segments.len() - 1)
+            .map(|(&b, s)| (b, s.size_bytes()))
+            .collect();
+        if self.config.retention_ms >= 0 {
+            for (base, _) in &inactive {
+                let largest = self.segments[base].largest_timestamp()?;
+                if now_ms.saturating_sub(largest) <= self.config.retention_ms {
+                    break;
+                }
+                deletable += 1;
+            }
+        }
+        if self.config.retention_bytes >= 0 {
+            let mut excess = self.size_bytes() as i64 - self.config.retention_bytes;
+            for (i, (_, size)) in inactive.iter().enumerate() {
+                if i < deletable {
+                    excess -= *size as i64;
+                    continue;
+                }
+                if excess - (*size as i64) < 0 {
+                    break;
+                }
+                excess -= *size as i64;
+                deletable = i + 1;
+            }
+        }
+        // A segment is below the start offset if the next one starts at or before it.
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        while deletable < inactive.len() && bases[deletable + 1] <= self.log_start_offset {
+            deletable += 1;
+        }
+        self.delete_first_segments(deletable)
+    }
+
+    /// DeleteRecords: raises the log start offset to `offset` (<= log end
+    /// offset) and deletes segments wholly below it. Returns the new start.
+    pub fn delete_records_before(&mut self, offset: i64) -> io::Result<i64> {
+        if offset > self.log_end_offset {
+            return Err(invalid_input(format!(
+                "cannot delete records before {offset}: log end offset is {}",
+                self.log_end_offset
+            )));
+        }
+        if offset > self.log_start_offset {
+            self.log_start_offset = offset;
+        }
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let count = bases
+            .windows(2)
+            .take_while(|w| w[1] <= self.log_start_offset)
+            .count();
+        self.delete_first_segments(count)?;
+        Ok(self.log_start_offset)
+    }
+
+    fn delete_first_segments(&mut self, count: usize) -> io::Result<u64> {
+        assert!(
+            count < self.segments.len(),
+            "the active segment is never deleted"
+        );
+        let mut freed = 0;
+        for _ in 0..count {
+            let (_, seg) = self.segments.pop_first().expect("counted");
+            freed += seg.size_bytes();
+            seg.delete_files()?;
+            self.dir_dirty = true;
+        }
+        let first_base = *self.segments.keys().next().expect("active remains");
+        self.log_start_offset = self.log_start_offset.max(first_base);
+        self.recovery_point = self.recovery_point.max(self.log_start_offset);
+        Ok(freed)
+    }
+
+    /// Removes all data at offsets >= `offset` (Kafka's `truncateTo`). The
+    /// whole batch holding `offset` goes, so the new log end offset is that
+    /// batch's base offset. Below the first segment, the log restarts empty
+    /// at `offset`.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        if offset < 0 {
+            return Err(invalid_input(format!(
+                "cannot truncate to negative offset {offset}"
+            )));
+        }
+        if offset >= self.log_end_offset {
+            return Ok(());
+        }
+        let now_ms = self.last_flush_ms;
+        let first_base = *self.segments.keys().next().expect("segment");
+        if offset < first_base {
+            for (_, seg) in std::mem::take(&mut self.segments) {
+                seg.delete_files()?;
+            }
+            let seg = LogSegment::create(&self.dir, offset, &self.config, now_ms)?;
+            self.segments.insert(offset, seg);
+            self.log_start_offset = offset;
+            self.log_end_offset = offset;
+            self.recovery_point = offset;
+            self.dir_dirty = true;
+            return Ok(());
+        }
+        let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(&b, _)| b).collect();
+        for base in doomed {
+            let seg = self.segments.remove(&base).expect("listed");
+            seg.delete_files()?;
+            self.dir_dirty = true;
+        }
+        self.active_mut().truncate_to(offset, now_ms)?;
+        self.log_end_offset = self.active().next_offset();
+        self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        self.log_start_offset = self.log_start_offset.min(offset);
+        Ok(())
+    }
+
+    /// Calls `f` for every batch whose last offset is >= `from_offset`, in
+    /// order (used to rebuild producer state after open).
+    pub fn for_each_batch_from(
+        &self,
+        from_offset: i64,
+        mut f: impl FnMut(&BatchHeader),
+    ) -> io::Result<()> {
+        let floor = self
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map_or(i64::MIN, |(&b, _)| b);
+        for seg in self.segments.range(floor..).map(|(_, s)| s) {
+            let Some((mut pos, _)) = seg.translate_offset(from_offset)? else {
+                continue;
+            };
+            while pos < seg.size_bytes() {
+                let header = seg.read_header(pos)?;
+                if header.last_offset() >= from_offset {
+                    f(&header);
+                }
+                pos += header.total_size() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Clean close: final time-index entry, exact-size indexes, everything
+    /// fsynced. Reopening with recovery point == log end offset scans nothing.
+    pub fn close(mut self) -> io::Result<()> {
+        self.active_mut().on_become_inactive()?;
+        self.active_mut().dirty = true;
+        self.flush()
+    }
+
+    /// Deletes the whole partition directory.
+    pub fn delete(self) -> io::Result<()> {
+        let dir = self.dir.clone();
+        drop(self);
+        std::fs::remove_dir_all(dir)
+    }
+
+    /// The segment holding `offset`, for tests and tools.
+    pub fn segment_for(&self, offset: i64) -> Option<&LogSegment> {
+        self.segments.range(..=offset).next_back().map(|(_, s)| s)
+    }
+}
+
+/// fsync a directory so created, renamed and deleted entries are durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+#[path = "log_tests.rs"]
+mod tests;

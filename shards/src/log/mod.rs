@@ -1,0 +1,57 @@
+//! The partition log: Kafka's on-disk layout (`<topic>-<partition>/` holding
+//! `<20-digit base offset>.log`, `.index`, `.timeindex`), v2 batch parsing and
+//! validation, producer state, checkpoints, recovery and retention.
+
+pub mod batch;
+pub mod checkpoint;
+pub mod config;
+pub mod log;
+pub mod offset_index;
+pub mod recovery;
+pub mod segment;
+#[cfg(test)]
+pub mod test_util;
+pub mod time_index;
+
+pub use self::checkpoint::{parse_partition_dir_name, partition_dir_name, OffsetCheckpointFile};
+pub use self::config::LogConfig;
+pub use self::log::{read_slice_bytes, Log, ReadError, ReadInfo};
+pub use self::recovery::RecoveryStats;
+pub mod producer_state;
+pub mod records;
+pub mod validate;
+
+use std::fs::File;
+use std::sync::Arc;
+
+/// What validation learned about a set of batches about to be appended, and
+/// what the append needs to maintain the indexes. Offsets are absolute and
+/// already written into the batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// Largest record timestamp among the batches (after LogAppendTime, if any).
+    pub max_timestamp: i64,
+    /// Offset of the record carrying `max_timestamp` (Kafka: shallowOffsetOfMaxTimestamp
+    /// is the last offset of the batch holding it).
+    pub offset_of_max_timestamp: i64,
+    /// The append time stamped on the batches, or -1 for CreateTime.
+    pub log_append_time_ms: i64,
+    /// Records (not batches) appended.
+    pub record_count: u32,
+    /// Batches appended.
+    pub batch_count: u32,
+    /// Bytes of valid batches, i.e. bytes to append.
+    pub valid_bytes: usize,
+}
+
+/// A byte range of one segment file, sent to a socket with sendfile(2).
+/// The `Arc<File>` keeps the descriptor open even if the segment is deleted
+/// while the fetch response is in flight.
+#[derive(Clone, Debug)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub len: u32,
+}

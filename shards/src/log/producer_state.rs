@@ -1,0 +1,762 @@
+//! Idempotent producer state of one partition, after Kafka 3.9's
+//! `ProducerStateManager`, `ProducerStateEntry` and `ProducerAppendInfo`
+//! (the non-transactional part; transactional fields are kept and persisted
+//! but not driven): per producer id the epoch and the metadata of the last
+//! five batches, used to answer retried batches with their original offsets
+//! and to reject out-of-order sequences and fenced epochs. Snapshots use
+//! Kafka's `<20-digit offset>.snapshot` file format, version 1.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP};
+
+/// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: duplicates are found only
+/// among this many most recent batches (the producer's max in-flight).
+pub const NUM_BATCHES_TO_RETAIN: usize = 5;
+/// Kafka's default `producer.id.expiration.ms` (one day).
+pub const DEFAULT_PRODUCER_ID_EXPIRATION_MS: i64 = 86_400_000;
+pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+const SNAPSHOT_VERSION: i16 = 1;
+const SNAPSHOT_CRC_OFFSET: usize = 2;
+const SNAPSHOT_ENTRIES_OFFSET: usize = 6;
+/// producer_id i64, epoch i16, last_sequence i32, last_offset i64,
+/// offset_delta i32, timestamp i64, coordinator_epoch i32,
+/// current_txn_first_offset i64.
+const SNAPSHOT_ENTRY_BYTES: usize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8;
+
+/// One appended batch, as Kafka's `BatchMetadata`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchMetadata {
+    pub last_seq: i32,
+    pub last_offset: i64,
+    pub offset_delta: i32,
+    pub timestamp_ms: i64,
+}
+
+impl BatchMetadata {
+    /// First sequence, wrapping below 0 to i32::MAX as Kafka does.
+    pub fn first_seq(&self) -> i32 {
+        decrement_sequence(self.last_seq, self.offset_delta)
+    }
+    pub fn first_offset(&self) -> i64 {
+        self.last_offset - self.offset_delta as i64
+    }
+}
+
+fn decrement_sequence(seq: i32, by: i32) -> i32 {
+    if seq < by {
+        (i32::MAX as i64 - (by as i64 - seq as i64) + 1) as i32
+    } else {
+        seq - by
+    }
+}
+
+/// Kafka's `inSequence`: the next sequence follows the last, wrapping at
+/// i32::MAX.
+fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
+    next_seq as i64 == last_seq as i64 + 1 || (next_seq == 0 && last_seq == i32::MAX)
+}
+
+/// What the partition knows about one producer id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerStateEntry {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// Oldest first; at most `NUM_BATCHES_TO_RETAIN`.
+    batches: VecDeque<BatchMetadata>,
+    pub coordinator_epoch: i32,
+    pub last_timestamp_ms: i64,
+    pub current_txn_first_offset: Option<i64>,
+}
+
+impl ProducerStateEntry {
+    fn empty(producer_id: i64) -> Self {
+        ProducerStateEntry {
+            producer_id,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            batches: VecDeque::with_capacity(NUM_BATCHES_TO_RETAIN),
+            coordinator_epoch: -1,
+            last_timestamp_ms: NO_TIMESTAMP,
+            current_txn_first_offset: None,
+        }
+    }
+    pub fn batches(&self) -> impl Iterator<Item = &BatchMetadata> {
+        self.batches.iter()
+    }
+    pub fn last_seq(&self) -> i32 {
+        self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+    pub fn last_data_offset(&self) -> i64 {
+        self.batches.back().map_or(-1, |b| b.last_offset)
+    }
+    pub fn last_offset_delta(&self) -> i32 {
+        self.batches.back().map_or(0, |b| b.offset_delta)
+    }
+    fn maybe_update_epoch(&mut self, epoch: i16) {
+        if self.producer_epoch != epoch {
+            self.batches.clear();
+            self.producer_epoch = epoch;
+        }
+    }
+    fn add_batch(&mut self, epoch: i16, meta: BatchMetadata) {
+        self.maybe_update_epoch(epoch);
+        if self.batches.len() == NUM_BATCHES_TO_RETAIN {
+            self.batches.pop_front();
+        }
+        self.batches.push_back(meta);
+        self.last_timestamp_ms = meta.timestamp_ms;
+        debug_assert!(self.batches.len() <= NUM_BATCHES_TO_RETAIN);
+    }
+    /// `findDuplicateBatch`: same epoch and exactly the same sequence range.
+    fn find_duplicate(&self, h: &BatchHeader) -> Option<&BatchMetadata> {
+        if h.producer_epoch != self.producer_epoch {
+            return None;
+        }
+        let (first, last) = (h.base_sequence, h.last_sequence());
+        self.batches
+            .iter()
+            .find(|b| b.first_seq() == first && b.last_seq == last)
+    }
+}
+
+/// The outcome of checking a batch against producer state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// Append it (also for batches without a producer id).
+    Append,
+    /// A retry of a batch already in the log: answer with its offsets and
+    /// do not append. Kafka returns error NONE and sets the response's
+    /// log_append_time to `timestamp_ms`, the original batch's max timestamp.
+    Duplicate {
+        first_offset: i64,
+        last_offset: i64,
+        timestamp_ms: i64,
+    },
+}
+
+/// Why a batch is refused. (Kafka 3.9 no longer answers UNKNOWN_PRODUCER_ID
+/// here, and answers duplicates with NONE, so neither appears.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProducerStateError {
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+    OutOfOrderSequence(String),
+    /// INVALID_PRODUCER_EPOCH (47): the epoch is older than the last seen
+    /// (Kafka 2.7+ returns this rather than PRODUCER_FENCED on produce).
+    InvalidProducerEpoch(String),
+}
+
+impl ProducerStateError {
+    pub fn error_code(&self) -> i16 {
+        match self {
+            ProducerStateError::OutOfOrderSequence(_) => 45,
+            ProducerStateError::InvalidProducerEpoch(_) => 47,
+        }
+    }
+}
+
+impl fmt::Display for ProducerStateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProducerStateError::OutOfOrderSequence(m) => write!(f, "out of order sequence: {m}"),
+            ProducerStateError::InvalidProducerEpoch(m) => write!(f, "invalid producer epoch: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ProducerStateError {}
+
+/// Producer ids of one partition and their snapshots in the partition dir.
+pub struct ProducerStateManager {
+    dir: PathBuf,
+    producer_id_expiration_ms: i64,
+    producers: HashMap<i64, ProducerStateEntry>,
+    /// One past the last offset applied (Kafka's mapEndOffset).
+    map_end_offset: i64,
+}
+
+impl ProducerStateManager {
+    pub fn new(dir: &Path, producer_id_expiration_ms: i64) -> Self {
+        assert!(producer_id_expiration_ms >= 0);
+        ProducerStateManager {
+            dir: dir.to_path_buf(),
+            producer_id_expiration_ms,
+            producers: HashMap::new(),
+            map_end_offset: 0,
+        }
+    }
+
+    /// Checks a client batch (Kafka's duplicate search, then
+    /// `checkProducerEpoch` and `checkSequence`). Offsets need not be
+    /// assigned yet. Control batches and batches without a producer id pass.
+    pub fn check(&self, header: &BatchHeader) -> Result<SequenceCheck, ProducerStateError> {
+        if !header.has_producer_id() || header.is_control() {
+            return Ok(SequenceCheck::Append);
+        }
+        let pid = header.producer_id;
+        let entry = self.producers.get(&pid);
+        if let Some(dup) = entry.and_then(|e| e.find_duplicate(header)) {
+            return Ok(SequenceCheck::Duplicate {
+                first_offset: dup.first_offset(),
+                last_offset: dup.last_offset,
+                timestamp_ms: dup.timestamp_ms,
+            });
+        }
+        let current_epoch = entry.map_or(NO_PRODUCER_EPOCH, |e| e.producer_epoch);
+        let epoch = header.producer_epoch;
+        let seq = header.base_sequence;
+        if epoch < current_epoch {
+            return Err(ProducerStateError::InvalidProducerEpoch(format!(
+                "epoch of producer {pid} is {epoch}, smaller than the last seen epoch {current_epoch}"
+            )));
+        }
+        if epoch != current_epoch {
+            // A bumped epoch restarts at 0; a producer we have never seen
+            // (or whose entries expired) may start anywhere.
+            if seq != 0 && current_epoch != NO_PRODUCER_EPOCH {
+                return Err(ProducerStateError::OutOfOrderSequence(format!(
+                    "invalid sequence number for new epoch of producer {pid}: {epoch} (request epoch), \
+                     {seq} (seq. number), {current_epoch} (current producer epoch)"
+                )));
+            }
+        } else {
+            let last_seq = entry.map_or(NO_SEQUENCE, |e| e.last_seq());
+            if current_epoch != NO_PRODUCER_EPOCH && !in_sequence(last_seq, seq) {
+                return Err(ProducerStateError::OutOfOrderSequence(format!(
+                    "out of order sequence number for producer {pid}: {seq} (incoming seq. number), \
+                     {last_seq} (current end sequence number)"
+                )));
+            }
+        }
+        Ok(SequenceCheck::Append)
+    }
+
+    /// Records an appended batch (offsets assigned). The producer's last
+    /// timestamp is the batch max timestamp, as in Kafka, or `append_time_ms`
+    /// when the batch has none (Kafka would keep -1 and expire it at once).
+    pub fn update(&mut self, header: &BatchHeader, append_time_ms: i64) {
+        let ts = if header.max_timestamp == NO_TIMESTAMP {
+            append_time_ms
+        } else {
+            header.max_timestamp
+        };
+        self.apply(header, ts);
+    }
+
+    /// Replays a batch read back from the log during recovery: no checks,
+    /// like Kafka's REPLICATION origin.
+    pub fn replay(&mut self, header: &BatchHeader) {
+        self.apply(header, header.max_timestamp);
+    }
+
+    fn apply(&mut self, h: &BatchHeader, timestamp_ms: i64) {
+        let end = h.last_offset() + 1;
+        if end > self.map_end_offset {
+            self.map_end_offset = end;
+        }
+        if !h.has_producer_id() {
+            return;
+        }
+        let entry = self
+            .producers
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerStateEntry::empty(h.producer_id));
+        if h.is_control() {
+            // A transaction marker (Kafka's appendEndTxnMarker, without the
+            // coordinator epoch, which lives in the marker record).
+            entry.maybe_update_epoch(h.producer_epoch);
+            entry.current_txn_first_offset = None;
+            entry.last_timestamp_ms = timestamp_ms;
+            return;
+        }
+        entry.add_batch(
+            h.producer_epoch,
+            BatchMetadata {
+                last_seq: h.last_sequence(),
+                last_offset: h.last_offset(),
+                offset_delta: h.last_offset_delta,
+                timestamp_ms,
+            },
+        );
+        if h.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(h.base_offset);
+        }
+    }
+
+    /// Writes `<20-digit offset>.snapshot` (tmp file, fsync, rename, fsync
+    /// dir). Only each producer's last batch is persisted, as in Kafka.
+    pub fn take_snapshot(&mut self, offset: i64) -> io::Result<()> {
+        assert!(offset >= 0, "snapshot offset {offset}");
+        let mut ids: Vec<&i64> = self.producers.keys().collect();
+        ids.sort_unstable();
+        let mut buf =
+            Vec::with_capacity(SNAPSHOT_ENTRIES_OFFSET + 4 + ids.len() * SNAPSHOT_ENTRY_BYTES);
+        buf.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        buf.extend_from_slice(&0u32.to_be_bytes());
+        buf.extend_from_slice(&(ids.len() as i32).to_be_bytes());
+        for id in ids {
+            let e = &self.producers[id];
+            buf.extend_from_slice(&id.to_be_bytes());
+            buf.extend_from_slice(&e.producer_epoch.to_be_bytes());
+            buf.extend_from_slice(&e.last_seq().to_be_bytes());
+            buf.extend_from_slice(&e.last_data_offset().to_be_bytes());
+            buf.extend_from_slice(&e.last_offset_delta().to_be_bytes());
+            buf.extend_from_slice(&e.last_timestamp_ms.to_be_bytes());
+            buf.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+            buf.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+        }
+        let crc = crc32c::crc32c(&buf[SNAPSHOT_ENTRIES_OFFSET..]);
+        buf[SNAPSHOT_CRC_OFFSET..SNAPSHOT_ENTRIES_OFFSET].copy_from_slice(&crc.to_be_bytes());
+
+        let path = snapshot_path(&self.dir, offset);
+        let tmp = path.with_extension("snapshot.tmp");
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&buf)?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, &path)?;
+        File::open(&self.dir)?.sync_all()
+    }
+
+    /// On log open: drops snapshots above `log_end_offset`, loads the newest
+    /// valid one (deleting corrupt ones as it goes), skips producers that have
+    /// expired by `now_ms`, and returns the offset to replay the log from: the
+    /// snapshot's offset (at least `log_start_offset`), else `log_start_offset`.
+    pub fn load(
+        &mut self,
+        log_start_offset: i64,
+        log_end_offset: i64,
+        now_ms: i64,
+    ) -> io::Result<i64> {
+        assert!(log_start_offset <= log_end_offset);
+        self.producers.clear();
+        let mut snapshots = list_snapshots(&self.dir)?;
+        while let Some((offset, path)) = snapshots.pop() {
+            if offset > log_end_offset {
+                remove_if_exists(&path)?;
+                continue;
+            }
+            match read_snapshot(&path) {
+                Ok(entries) => {
+                    for e in entries {
+                        if !self.is_expired(&e, now_ms) {
+                            self.producers.insert(e.producer_id, e);
+                        }
+                    }
+                    let start = offset.max(log_start_offset);
+                    self.map_end_offset = start;
+                    return Ok(start);
+                }
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    log::warn!("deleting corrupt producer snapshot {}: {e}", path.display());
+                    remove_if_exists(&path)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.map_end_offset = log_start_offset;
+        Ok(log_start_offset)
+    }
+
+    fn is_expired(&self, e: &ProducerStateEntry, now_ms: i64) -> bool {
+        e.current_txn_first_offset.is_none()
+            && now_ms.saturating_sub(e.last_timestamp_ms) >= self.producer_id_expiration_ms
+    }
+
+    /// Drops producers idle for `producer.id.expiration.ms` (not those with
+    /// an open transaction).
+    pub fn remove_expired(&mut self, now_ms: i64) {
+        let expiration_ms = self.producer_id_expiration_ms;
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(e.last_timestamp_ms) < expiration_ms
+        });
+    }
+
+    /// Deletes snapshots whose offset is below `offset` (log start moved).
+    pub fn delete_snapshots_before(&mut self, offset: i64) -> io::Result<()> {
+        for (o, path) in list_snapshots(&self.dir)? {
+            if o < offset {
+                remove_if_exists(&path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Log truncated to end at `offset`: drops snapshots above it and clears
+    /// all state. Follow with `load` (or use `truncate_and_reload`) and replay.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        for (o, path) in list_snapshots(&self.dir)? {
+            if o > offset {
+                remove_if_exists(&path)?;
+            }
+        }
+        self.producers.clear();
+        self.map_end_offset = offset;
+        Ok(())
+    }
+
+    /// `truncate_to(log_end_offset)` then `load`; returns the replay start.
+    pub fn truncate_and_reload(
+        &mut self,
+        log_start_offset: i64,
+        log_end_offset: i64,
+        now_ms: i64,
+    ) -> io::Result<i64> {
+        self.truncate_to(log_end_offset)?;
+        self.load(log_start_offset, log_end_offset, now_ms)
+    }
+
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
+    }
+    pub fn last_entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
+        self.producers.get(&producer_id)
+    }
+    /// One past the last offset applied by `update`/`replay`, or the offset
+    /// `load` returned.
+    pub fn map_end_offset(&self) -> i64 {
+        self.map_end_offset
+    }
+    /// Offsets of the snapshot files present, ascending.
+    pub fn snapshot_offsets(&self) -> io::Result<Vec<i64>> {
+        Ok(list_snapshots(&self.dir)?
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect())
+    }
+}
+
+pub fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+    dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
+}
+
+fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Snapshot files in `dir`, sorted by offset. Leftover `.snapshot.tmp` files
+/// from a crash mid-write are removed. A missing dir has none.
+fn list_snapshots(dir: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for ent in rd {
+        let ent = ent?;
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(".snapshot.tmp") {
+            remove_if_exists(&ent.path())?;
+            continue;
+        }
+        let Some(stem) = name.strip_suffix(SNAPSHOT_SUFFIX) else {
+            continue;
+        };
+        if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(offset) = stem.parse::<i64>() {
+            out.push((offset, ent.path()));
+        }
+    }
+    out.sort_unstable_by_key(|(o, _)| *o);
+    Ok(out)
+}
+
+fn corrupt_snapshot(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// Reads a snapshot; format or CRC problems are `InvalidData`.
+fn read_snapshot(path: &Path) -> io::Result<Vec<ProducerStateEntry>> {
+    let buf = fs::read(path)?;
+    if buf.len() < SNAPSHOT_ENTRIES_OFFSET + 4 {
+        return Err(corrupt_snapshot(format!("snapshot of {} bytes", buf.len())));
+    }
+    let be_i16 = |at: usize| i16::from_be_bytes(buf[at..at + 2].try_into().expect("2 bytes"));
+    let be_i32 = |at: usize| i32::from_be_bytes(buf[at..at + 4].try_into().expect("4 bytes"));
+    let be_i64 = |at: usize| i64::from_be_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
+    let version = be_i16(0);
+    if version != SNAPSHOT_VERSION {
+        return Err(corrupt_snapshot(format!(
+            "unknown snapshot version {version}"
+        )));
+    }
+    let stored = be_i32(SNAPSHOT_CRC_OFFSET) as u32;
+    let computed = crc32c::crc32c(&buf[SNAPSHOT_ENTRIES_OFFSET..]);
+    if stored != computed {
+        return Err(corrupt_snapshot(format!(
+            "crc mismatch: stored {stored:#x}, computed {computed:#x}"
+        )));
+    }
+    let count = be_i32(SNAPSHOT_ENTRIES_OFFSET);
+    let body = SNAPSHOT_ENTRIES_OFFSET + 4;
+    if count < 0 || (buf.len() - body) != count as usize * SNAPSHOT_ENTRY_BYTES {
+        return Err(corrupt_snapshot(format!(
+            "{count} entries do not fill {} bytes",
+            buf.len() - body
+        )));
+    }
+    let mut entries = Vec::with_capacity(count as usize);
+    for i in 0..count as usize {
+        let at = body + i * SNAPSHOT_ENTRY_BYTES;
+        let producer_id = be_i64(at);
+        let mut e = ProducerStateEntry::empty(producer_id);
+        e.producer_epoch = be_i16(at + 8);
+        let last_seq = be_i32(at + 10);
+        let last_offset = be_i64(at + 14);
+        let offset_delta = be_i32(at + 22);
+        e.last_timestamp_ms = be_i64(at + 26);
+        e.coordinator_epoch = be_i32(at + 34);
+        let txn_first = be_i64(at + 38);
+        e.current_txn_first_offset = (txn_first >= 0).then_some(txn_first);
+        if last_offset >= 0 {
+            e.batches.push_back(BatchMetadata {
+                last_seq,
+                last_offset,
+                offset_delta,
+                timestamp_ms: e.last_timestamp_ms,
+            });
+        }
+        entries.push(e);
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::set_base_offset;
+    use crate::log::records::BatchBuilder;
+
+    /// Header of a batch of `n` records from (pid, epoch, seq), at `offset`.
+    fn header(pid: i64, epoch: i16, seq: i32, n: usize, offset: i64, ts: i64) -> BatchHeader {
+        let mut b = BatchBuilder::new(0).producer(pid, epoch, seq);
+        for _ in 0..n {
+            b.push(ts, None, Some(b"v"), &[]);
+        }
+        let mut bytes = b.build();
+        set_base_offset(&mut bytes, offset);
+        BatchHeader::parse(&bytes).unwrap()
+    }
+
+    fn manager() -> (tempfile::TempDir, ProducerStateManager) {
+        let dir = tempfile::tempdir().unwrap();
+        let m = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
+        (dir, m)
+    }
+
+    /// Appends `count` batches of 2 records for pid 1 epoch 0 from seq 0.
+    fn append_run(m: &mut ProducerStateManager, count: i32) {
+        for i in 0..count {
+            let h = header(1, 0, i * 2, 2, i as i64 * 2, 1000 + i as i64);
+            assert_eq!(m.check(&h), Ok(SequenceCheck::Append), "batch {i}");
+            m.update(&h, 0);
+        }
+    }
+
+    #[test]
+    fn in_order_and_duplicates_of_last_five() {
+        let (_d, mut m) = manager();
+        append_run(&mut m, 7);
+        assert_eq!(m.producer_count(), 1);
+        let e = m.last_entry(1).unwrap();
+        assert_eq!(e.batches().count(), NUM_BATCHES_TO_RETAIN);
+        assert_eq!((e.last_seq(), e.last_data_offset()), (13, 13));
+        assert_eq!(m.map_end_offset(), 14);
+        // Batches 2..=6 are remembered: retries get their original offsets.
+        for i in 2..7 {
+            let retry = header(1, 0, i * 2, 2, 0, 0);
+            assert_eq!(
+                m.check(&retry),
+                Ok(SequenceCheck::Duplicate {
+                    first_offset: i as i64 * 2,
+                    last_offset: i as i64 * 2 + 1,
+                    timestamp_ms: 1000 + i as i64,
+                })
+            );
+        }
+        // The sixth-newest is forgotten, so it is out of order.
+        let old = m.check(&header(1, 0, 2, 2, 0, 0)).unwrap_err();
+        assert_eq!(old.error_code(), 45);
+        // A different range over the same sequences is not a duplicate.
+        assert_eq!(
+            m.check(&header(1, 0, 12, 1, 0, 0))
+                .unwrap_err()
+                .error_code(),
+            45
+        );
+    }
+
+    #[test]
+    fn gaps_and_new_producers() {
+        let (_d, mut m) = manager();
+        // Unknown producer ids may start at any sequence (Kafka 2.4+).
+        let h = header(5, 3, 42, 1, 0, 1);
+        assert_eq!(m.check(&h), Ok(SequenceCheck::Append));
+        m.update(&h, 0);
+        assert_eq!(
+            m.check(&header(5, 3, 44, 1, 1, 1))
+                .unwrap_err()
+                .error_code(),
+            45
+        );
+        assert_eq!(
+            m.check(&header(5, 3, 42, 2, 1, 1))
+                .unwrap_err()
+                .error_code(),
+            45
+        );
+        assert_eq!(
+            m.check(&header(5, 3, 43, 1, 1, 1)),
+            Ok(SequenceCheck::Append)
+        );
+        // Non-idempotent batches always pass.
+        let plain =
+            BatchHeader::parse(&BatchBuilder::new(0).add(1, None, None, &[]).build()).unwrap();
+        assert_eq!(m.check(&plain), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn epoch_bump_and_fencing() {
+        let (_d, mut m) = manager();
+        append_run(&mut m, 2);
+        let bumped_bad = m.check(&header(1, 1, 4, 1, 0, 0)).unwrap_err();
+        assert_eq!(bumped_bad.error_code(), 45);
+        let bumped = header(1, 1, 0, 1, 4, 5);
+        assert_eq!(m.check(&bumped), Ok(SequenceCheck::Append));
+        m.update(&bumped, 0);
+        let e = m.last_entry(1).unwrap();
+        assert_eq!((e.producer_epoch, e.batches().count()), (1, 1));
+        let fenced = m.check(&header(1, 0, 4, 1, 0, 0)).unwrap_err();
+        assert_eq!(fenced.error_code(), 47);
+        // Even a retry of an old-epoch batch is fenced, not a duplicate.
+        assert_eq!(
+            m.check(&header(1, 0, 0, 2, 0, 0)).unwrap_err().error_code(),
+            47
+        );
+    }
+
+    #[test]
+    fn sequence_wraps_at_i32_max() {
+        let (_d, mut m) = manager();
+        let h = header(2, 0, i32::MAX - 1, 2, 0, 1);
+        m.update(&h, 0);
+        assert_eq!(m.last_entry(2).unwrap().last_seq(), i32::MAX);
+        assert_eq!(
+            m.check(&header(2, 0, 0, 1, 2, 1)),
+            Ok(SequenceCheck::Append)
+        );
+        // A batch spanning the wrap is found as a duplicate by its range.
+        let span = header(2, 0, i32::MAX, 3, 2, 1);
+        assert_eq!(span.last_sequence(), 1);
+        m.update(&span, 0);
+        assert!(matches!(
+            m.check(&span),
+            Ok(SequenceCheck::Duplicate {
+                first_offset: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn snapshot_round_trip() {
+        let (dir, mut m) = manager();
+        append_run(&mut m, 3);
+        let other = header(9, 4, 10, 3, 6, 2000);
+        m.update(&other, 0);
+        m.take_snapshot(9).unwrap();
+        let file = dir.path().join("00000000000000000009.snapshot");
+        let bytes = fs::read(&file).unwrap();
+        assert_eq!(bytes.len(), 10 + 2 * SNAPSHOT_ENTRY_BYTES);
+        assert_eq!(&bytes[..2], &[0, 1]);
+
+        let mut n = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
+        assert_eq!(n.load(0, 20, 2500).unwrap(), 9);
+        assert_eq!(n.producer_count(), 2);
+        let e = n.last_entry(9).unwrap();
+        assert_eq!(
+            (e.producer_epoch, e.last_seq(), e.last_data_offset()),
+            (4, 12, 8)
+        );
+        assert_eq!(e.last_timestamp_ms, 2000);
+        // Only the last batch survives a snapshot, and it still dedupes.
+        assert!(matches!(
+            n.check(&header(1, 0, 4, 2, 0, 0)),
+            Ok(SequenceCheck::Duplicate {
+                first_offset: 4,
+                last_offset: 5,
+                ..
+            })
+        ));
+        assert_eq!(
+            n.check(&header(1, 0, 6, 1, 0, 0)),
+            Ok(SequenceCheck::Append)
+        );
+        // Expired producers are not loaded.
+        let expired = n
+            .load(0, 20, 2000 + DEFAULT_PRODUCER_ID_EXPIRATION_MS)
+            .unwrap();
+        assert_eq!((expired, n.producer_count()), (9, 0));
+    }
+
+    #[test]
+    fn load_skips_newer_and_corrupt_snapshots() {
+        let (dir, mut m) = manager();
+        append_run(&mut m, 1);
+        m.take_snapshot(2).unwrap();
+        append_run(&mut m, 0);
+        m.update(&header(1, 0, 2, 2, 2, 1), 0);
+        m.take_snapshot(4).unwrap();
+        m.take_snapshot(50).unwrap();
+        // Corrupt the one at 4.
+        let p4 = snapshot_path(dir.path(), 4);
+        let mut bytes = fs::read(&p4).unwrap();
+        *bytes.last_mut().unwrap() ^= 0xff;
+        fs::write(&p4, bytes).unwrap();
+        fs::write(dir.path().join("junk.snapshot"), b"x").unwrap();
+
+        let mut n = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
+        assert_eq!(n.load(0, 10, 0).unwrap(), 2);
+        assert_eq!(n.snapshot_offsets().unwrap(), [2]);
+        assert_eq!(n.last_entry(1).unwrap().last_seq(), 1);
+        // Truncated files are corrupt too; with none left, replay from start.
+        fs::write(snapshot_path(dir.path(), 2), [0u8, 1, 0]).unwrap();
+        assert_eq!(n.load(1, 10, 0).unwrap(), 1);
+        assert_eq!(n.producer_count(), 0);
+        assert!(n.snapshot_offsets().unwrap().is_empty());
+    }
+
+    #[test]
+    fn expiry_truncation_and_deletion() {
+        let (_d, mut m) = manager();
+        append_run(&mut m, 2);
+        m.take_snapshot(2).unwrap();
+        m.take_snapshot(4).unwrap();
+        m.take_snapshot(6).unwrap();
+        m.remove_expired(1001 + DEFAULT_PRODUCER_ID_EXPIRATION_MS - 1);
+        assert_eq!(m.producer_count(), 1);
+        m.remove_expired(1001 + DEFAULT_PRODUCER_ID_EXPIRATION_MS);
+        assert_eq!(m.producer_count(), 0);
+
+        m.delete_snapshots_before(4).unwrap();
+        assert_eq!(m.snapshot_offsets().unwrap(), [4, 6]);
+        assert_eq!(m.truncate_and_reload(0, 5, 1500).unwrap(), 4);
+        assert_eq!(m.snapshot_offsets().unwrap(), [4]);
+        assert_eq!(m.producer_count(), 1);
+        m.truncate_to(3).unwrap();
+        assert_eq!(m.producer_count(), 0);
+        assert!(m.snapshot_offsets().unwrap().is_empty());
+    }
+}

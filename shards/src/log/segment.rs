@@ -1,0 +1,610 @@
+//! Kafka's `LogSegment`: one `.log` file of v2 batches plus its offset and
+//! time indexes, named by the 20-digit base offset. All file access goes
+//! through [`DiskFile`] so a direct-I/O backend can replace it later.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::batch::{BatchHeader, BatchIter, Compression, TimestampType, NO_TIMESTAMP};
+use super::config::{self, LogConfig};
+use super::offset_index::OffsetIndex;
+use super::recovery::{find_record, read_header_at, read_valid_batch, SCAN_BUFFER_BYTES};
+use super::time_index::TimeIndex;
+use super::{FileSlice, LogAppendInfo};
+
+pub const LOG_FILE_SUFFIX: &str = ".log";
+pub const INDEX_FILE_SUFFIX: &str = ".index";
+pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
+
+/// `<dir>/<20-digit base offset><suffix>`, Kafka's `LogFileUtils` naming.
+pub fn segment_file_path(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
+    debug_assert!(base_offset >= 0);
+    dir.join(format!("{base_offset:020}{suffix}"))
+}
+
+/// The page-cache file backend: positional reads and writes on a shared
+/// descriptor (shared so fetch slices outlive segment deletion).
+pub struct DiskFile {
+    file: Arc<File>,
+    path: PathBuf,
+}
+
+impl DiskFile {
+    /// Opens read-write; `create` makes the file if it is missing.
+    pub fn open(path: &Path, create: bool) -> io::Result<DiskFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)?;
+        Ok(DiskFile {
+            file: Arc::new(file),
+            path: path.to_path_buf(),
+        })
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn shared(&self) -> Arc<File> {
+        Arc::clone(&self.file)
+    }
+    pub fn file_len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+    pub fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+    /// Reads as much of `buf` as the file holds from `pos`; returns the count.
+    pub fn read_at_most(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], pos + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+    pub fn read_exact_at(&self, buf: &mut [u8], pos: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, pos)
+    }
+    pub fn write_all_at(&self, buf: &[u8], pos: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, pos)
+    }
+    pub fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    pub fn modified_ms(&self) -> io::Result<i64> {
+        let modified = self.file.metadata()?.modified()?;
+        let since = modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Ok(since.as_millis() as i64)
+    }
+}
+
+/// What one segment contributes to a read.
+pub enum SegmentRead {
+    /// No batch in this segment reaches `start_offset`: try the next one.
+    NotInSegment,
+    /// The batch holding `start_offset` exists but limits exclude it.
+    Empty { first_batch_base_offset: i64 },
+    Data {
+        slice: FileSlice,
+        first_batch_base_offset: i64,
+    },
+}
+
+pub struct LogSegment {
+    pub(super) base_offset: i64,
+    pub(super) log: DiskFile,
+    /// Bytes of valid batches (the file may be longer if preallocated).
+    pub(super) size_bytes: u64,
+    pub(super) offset_index: OffsetIndex,
+    pub(super) time_index: TimeIndex,
+    pub(super) index_interval_bytes: u32,
+    pub(super) bytes_since_last_index_entry: u64,
+    /// -1 until a batch with a timestamp is seen.
+    pub(super) max_timestamp_so_far: i64,
+    pub(super) offset_of_max_timestamp_so_far: i64,
+    /// The first batch's max timestamp, for the `segment.ms` roll rule.
+    pub(super) rolling_based_timestamp: Option<i64>,
+    pub(super) created_ms: i64,
+    /// One past the last offset in the segment.
+    pub(super) next_offset: i64,
+    /// Appended since the last fsync.
+    pub(super) dirty: bool,
+}
+
+impl LogSegment {
+    /// Creates an empty segment, truncating any stale files of that name.
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> io::Result<Self> {
+        assert!(base_offset >= 0, "negative base offset {base_offset}");
+        let log = DiskFile::open(&segment_file_path(dir, base_offset, LOG_FILE_SUFFIX), true)?;
+        log.set_len(0)?;
+        if config.preallocate {
+            log.set_len(config.effective_segment_bytes())?;
+        }
+        let oi = DiskFile::open(
+            &segment_file_path(dir, base_offset, INDEX_FILE_SUFFIX),
+            true,
+        )?;
+        let ti = DiskFile::open(
+            &segment_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
+            true,
+        )?;
+        Ok(LogSegment {
+            base_offset,
+            log,
+            size_bytes: 0,
+            offset_index: OffsetIndex::create(oi, base_offset, config.max_index_size_bytes)?,
+            time_index: TimeIndex::create(ti, base_offset, config.max_index_size_bytes)?,
+            index_interval_bytes: config.index_interval_bytes,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_so_far: NO_TIMESTAMP,
+            offset_of_max_timestamp_so_far: base_offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            next_offset: base_offset,
+            dirty: true,
+        })
+    }
+
+    /// Opens an existing segment. Returns false as the second value when an
+    /// index was missing or failed its sanity check (it is then empty and
+    /// the caller must recover the segment). `next_offset` is provisional
+    /// until [`LogSegment::scan_tail`] or recovery runs.
+    pub fn open_existing(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> io::Result<(Self, bool)> {
+        let log = DiskFile::open(&segment_file_path(dir, base_offset, LOG_FILE_SUFFIX), false)?;
+        let size_bytes = log.file_len()?.min(config::MAX_SEGMENT_BYTES);
+        let oi_path = segment_file_path(dir, base_offset, INDEX_FILE_SUFFIX);
+        let ti_path = segment_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX);
+        let max_index = config.max_index_size_bytes;
+        let mut indexes_ok = true;
+        let offset_index = match DiskFile::open(&oi_path, false)
+            .and_then(|f| OffsetIndex::load(f, base_offset, max_index, size_bytes))
+        {
+            Ok(idx) => idx,
+            Err(e) if is_rebuildable(&e) => {
+                log::warn!("rebuilding offset index {}: {e}", oi_path.display());
+                indexes_ok = false;
+                OffsetIndex::create(DiskFile::open(&oi_path, true)?, base_offset, max_index)?
+            }
+            Err(e) => return Err(e),
+        };
+        let time_index = match DiskFile::open(&ti_path, false)
+            .and_then(|f| TimeIndex::load(f, base_offset, max_index))
+        {
+            Ok(idx) => idx,
+            Err(e) if is_rebuildable(&e) => {
+                log::warn!("rebuilding time index {}: {e}", ti_path.display());
+                indexes_ok = false;
+                TimeIndex::create(DiskFile::open(&ti_path, true)?, base_offset, max_index)?
+            }
+            Err(e) => return Err(e),
+        };
+        let last_time = time_index.last_entry();
+        let mut seg = LogSegment {
+            base_offset,
+            log,
+            size_bytes,
+            offset_index,
+            time_index,
+            index_interval_bytes: config.index_interval_bytes,
+            bytes_since_last_index_entry: 0,
+            max_timestamp_so_far: last_time.timestamp,
+            offset_of_max_timestamp_so_far: last_time.offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            next_offset: base_offset,
+            dirty: false,
+        };
+        if size_bytes > 0 {
+            seg.rolling_based_timestamp = seg.read_header(0).ok().map(|h| h.max_timestamp);
+        }
+        Ok((seg, indexes_ok))
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub fn is_empty(&self) -> bool {
+        self.size_bytes == 0
+    }
+    pub fn max_timestamp_so_far(&self) -> i64 {
+        self.max_timestamp_so_far
+    }
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+
+    /// Kafka's `largestTimestamp`: the max record timestamp, or the file's
+    /// mtime when no batch carried a timestamp.
+    pub fn largest_timestamp(&self) -> io::Result<i64> {
+        if self.max_timestamp_so_far >= 0 {
+            return Ok(self.max_timestamp_so_far);
+        }
+        self.log.modified_ms()
+    }
+
+    /// The header of the batch at `position`, which must be a batch start.
+    pub fn read_header(&self, position: u64) -> io::Result<BatchHeader> {
+        read_header_at(&self.log, position, self.size_bytes)
+    }
+
+    /// Kafka's `translateOffset`: the position and header of the first batch
+    /// whose last offset is >= `offset`, or None if the segment ends first.
+    pub fn translate_offset(&self, offset: i64) -> io::Result<Option<(u64, BatchHeader)>> {
+        let mut position = self.offset_index.lookup(offset).position as u64;
+        while position < self.size_bytes {
+            let header = self.read_header(position)?;
+            if header.last_offset() >= offset {
+                return Ok(Some((position, header)));
+            }
+            position += header.total_size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Kafka's `shouldRoll`.
+    pub fn should_roll(
+        &mut self,
+        config: &LogConfig,
+        messages_size_bytes: u64,
+        max_timestamp_in_messages: i64,
+        max_offset_in_messages: i64,
+        now_ms: i64,
+    ) -> bool {
+        let full_by_size = self.size_bytes > 0
+            && self.size_bytes + messages_size_bytes > config.effective_segment_bytes();
+        let reached_roll_ms = self.size_bytes > 0
+            && self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > config.segment_ms;
+        full_by_size
+            || reached_roll_ms
+            || self.offset_index.is_full()
+            || self.time_index.is_full()
+            || !self.offset_index.can_append_offset(max_offset_in_messages)
+    }
+
+    fn time_waited_for_roll(&self, now_ms: i64, message_timestamp: i64) -> i64 {
+        match self.rolling_based_timestamp {
+            Some(ts) if ts >= 0 => message_timestamp.saturating_sub(ts),
+            _ => now_ms.saturating_sub(self.created_ms),
+        }
+    }
+
+    /// Kafka's `LogSegment.append`: writes the bytes, then indexes batch by
+    /// batch with the `bytesSinceLastIndexEntry > index.interval.bytes` rule.
+    pub fn append(&mut self, records: &[u8], info: &LogAppendInfo) -> io::Result<()> {
+        assert_eq!(info.first_offset, self.next_offset, "non-contiguous append");
+        if records.is_empty() {
+            return Ok(());
+        }
+        if !self.offset_index.can_append_offset(info.last_offset) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "offset {} overflows segment {}",
+                    info.last_offset, self.base_offset
+                ),
+            ));
+        }
+        let mut position = self.size_bytes;
+        if position == 0 {
+            self.rolling_based_timestamp = Some(info.max_timestamp);
+        }
+        self.log.write_all_at(records, position)?;
+        for batch in BatchIter::new(records) {
+            let (_, header, _) =
+                batch.map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            if header.max_timestamp > self.max_timestamp_so_far {
+                self.max_timestamp_so_far = header.max_timestamp;
+                self.offset_of_max_timestamp_so_far = header.last_offset();
+            }
+            if self.bytes_since_last_index_entry > self.index_interval_bytes as u64 {
+                self.offset_index
+                    .append(header.last_offset(), position as u32);
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far,
+                    self.offset_of_max_timestamp_so_far,
+                    false,
+                );
+                self.bytes_since_last_index_entry = 0;
+            }
+            let size = header.total_size() as u64;
+            position += size;
+            self.bytes_since_last_index_entry += size;
+        }
+        debug_assert_eq!(position, self.size_bytes + records.len() as u64);
+        self.size_bytes = position;
+        self.next_offset = info.last_offset + 1;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Whole batches from the one holding `start_offset`, at most `max_bytes`
+    /// (or the first batch alone if `min_one_batch`), none with a base
+    /// offset >= `max_offset_exclusive`.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: u32,
+        max_offset_exclusive: i64,
+        min_one_batch: bool,
+    ) -> io::Result<SegmentRead> {
+        let Some((start_pos, first)) = self.translate_offset(start_offset)? else {
+            return Ok(SegmentRead::NotInSegment);
+        };
+        let first_batch_base_offset = first.base_offset;
+        if first.base_offset >= max_offset_exclusive {
+            return Ok(SegmentRead::Empty {
+                first_batch_base_offset,
+            });
+        }
+        // The position where batches at or past max_offset_exclusive start.
+        let max_pos = if max_offset_exclusive >= self.next_offset {
+            self.size_bytes
+        } else {
+            match self.translate_offset(max_offset_exclusive)? {
+                Some((p, h)) if h.base_offset >= max_offset_exclusive => p,
+                Some((p, h)) => p + h.total_size() as u64,
+                None => self.size_bytes,
+            }
+        };
+        let first_end = start_pos + first.total_size() as u64;
+        debug_assert!(first_end <= max_pos);
+        let limit = start_pos.saturating_add(max_bytes as u64).min(max_pos);
+        let end = if first_end > limit {
+            if !min_one_batch {
+                return Ok(SegmentRead::Empty {
+                    first_batch_base_offset,
+                });
+            }
+            first_end
+        } else if limit == max_pos {
+            limit
+        } else {
+            self.last_batch_end_at_or_before(start_pos, limit)?
+        };
+        debug_assert!(end > start_pos && end - start_pos <= u32::MAX as u64);
+        Ok(SegmentRead::Data {
+            slice: FileSlice {
+                file: self.log.shared(),
+                position: start_pos,
+                len: (end - start_pos) as u32,
+            },
+            first_batch_base_offset,
+        })
+    }
+
+    /// The largest batch boundary <= `limit`, walking from the nearest index
+    /// entry (at most about one index interval of headers).
+    fn last_batch_end_at_or_before(&self, start_pos: u64, limit: u64) -> io::Result<u64> {
+        let mut pos = (self.offset_index.lookup_by_position(limit).position as u64).max(start_pos);
+        while pos < self.size_bytes {
+            let size = self.read_header(pos)?.total_size() as u64;
+            if pos + size > limit {
+                break;
+            }
+            pos += size;
+        }
+        Ok(pos)
+    }
+
+    /// Kafka's `findOffsetByTimestamp`: the first record with timestamp >=
+    /// `timestamp_ms` and offset >= `starting_offset`, as (offset, timestamp).
+    /// Compressed CreateTime batches are not decompressed: the answer is the
+    /// batch's first qualifying offset with the batch's max timestamp.
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp_ms: i64,
+        starting_offset: i64,
+    ) -> io::Result<Option<(i64, i64)>> {
+        let from = self.time_index.lookup(timestamp_ms);
+        let mut pos = self
+            .offset_index
+            .lookup(from.offset.max(starting_offset))
+            .position as u64;
+        while pos < self.size_bytes {
+            let header = self.read_header(pos)?;
+            if header.max_timestamp >= timestamp_ms && header.last_offset() >= starting_offset {
+                let found = match (header.timestamp_type(), header.compression()) {
+                    (TimestampType::CreateTime, Some(Compression::None)) => {
+                        find_record(&self.log, &header, pos, |offset, ts| {
+                            ts >= timestamp_ms && offset >= starting_offset
+                        })?
+                    }
+                    _ => Some((
+                        header.base_offset.max(starting_offset),
+                        header.max_timestamp,
+                    )),
+                };
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+            pos += header.total_size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Kafka 3.9's MAX_TIMESTAMP lookup within this segment: (offset,
+    /// timestamp) of the first record carrying the segment's max timestamp.
+    /// For LogAppendTime and compressed batches this is the batch's base offset.
+    pub fn offset_of_max_timestamp(&self) -> io::Result<Option<(i64, i64)>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let max_ts = self.max_timestamp_so_far;
+        let mut pos = self
+            .offset_index
+            .lookup(self.offset_of_max_timestamp_so_far)
+            .position as u64;
+        while pos < self.size_bytes {
+            let header = self.read_header(pos)?;
+            if header.max_timestamp == max_ts {
+                return match (header.timestamp_type(), header.compression()) {
+                    (TimestampType::CreateTime, Some(Compression::None)) => {
+                        Ok(find_record(&self.log, &header, pos, |_, ts| ts == max_ts)?
+                            .map(|(offset, _)| (offset, max_ts)))
+                    }
+                    _ => Ok(Some((header.base_offset, max_ts))),
+                };
+            }
+            pos += header.total_size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Kafka's `LogSegment.truncateTo`: drops the batch holding `offset` and
+    /// everything after it. Returns the bytes removed.
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> io::Result<u64> {
+        let mapping = self.translate_offset(offset)?;
+        self.offset_index.truncate_to(offset)?;
+        self.time_index.truncate_to(offset)?;
+        let Some((position, _)) = mapping else {
+            return Ok(0);
+        };
+        let removed = self.size_bytes - position;
+        self.log.set_len(position)?;
+        self.size_bytes = position;
+        if position == 0 {
+            self.created_ms = now_ms;
+            self.rolling_based_timestamp = None;
+        }
+        let last_time = self.time_index.last_entry();
+        self.max_timestamp_so_far = last_time.timestamp;
+        self.offset_of_max_timestamp_so_far = last_time.offset;
+        self.scan_tail(false)?;
+        self.dirty = true;
+        Ok(removed)
+    }
+
+    /// Walks the batches after the last offset-index entry to learn the next
+    /// offset, the max timestamp and the bytes since that entry. With
+    /// `verify_crc` every batch's CRC is checked; any fault is `InvalidData`.
+    pub fn scan_tail(&mut self, verify_crc: bool) -> io::Result<()> {
+        let start = self.offset_index.last_entry();
+        let start_pos = start.map_or(0, |e| e.position as u64);
+        let mut pos = start_pos;
+        let mut next_offset = self.base_offset;
+        let mut scratch = if verify_crc {
+            vec![0u8; SCAN_BUFFER_BYTES]
+        } else {
+            Vec::new()
+        };
+        while pos < self.size_bytes {
+            let header = if verify_crc {
+                read_valid_batch(&self.log, pos, self.size_bytes, &mut scratch)?
+            } else {
+                self.read_header(pos)?
+            };
+            let in_order = header.base_offset >= next_offset
+                && header.last_offset_delta >= 0
+                && self.offset_index.can_append_offset(header.last_offset());
+            // The indexed batch must be the one the entry names.
+            let matches_index =
+                pos != start_pos || start.is_none_or(|e| e.offset == header.last_offset());
+            if !in_order || !matches_index {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("batch at {pos} has unexpected offsets"),
+                ));
+            }
+            if header.max_timestamp > self.max_timestamp_so_far {
+                self.max_timestamp_so_far = header.max_timestamp;
+                self.offset_of_max_timestamp_so_far = header.last_offset();
+            }
+            next_offset = header.last_offset() + 1;
+            pos += header.total_size() as u64;
+        }
+        if let Some(e) = start {
+            next_offset = next_offset.max(e.offset + 1);
+        }
+        self.bytes_since_last_index_entry = self.size_bytes - start_pos;
+        self.next_offset = next_offset;
+        Ok(())
+    }
+
+    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes
+    /// written out exactly, a preallocated log trimmed to its data.
+    pub fn on_become_inactive(&mut self) -> io::Result<()> {
+        if self.max_timestamp_so_far >= 0 {
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                true,
+            );
+        }
+        self.offset_index.flush_pending()?;
+        self.time_index.flush_pending()?;
+        if self.log.file_len()? != self.size_bytes {
+            self.log.set_len(self.size_bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Writes pending index entries and fsyncs the log and both indexes.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.log.sync_data()?;
+        self.offset_index.sync()?;
+        self.time_index.sync()?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Removes the segment's files (open slices keep their descriptor).
+    pub fn delete_files(self) -> io::Result<()> {
+        for path in [
+            self.log.path(),
+            self.offset_index.file().path(),
+            self.time_index.file().path(),
+        ] {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let txn = segment_file_path(
+            self.log.path().parent().unwrap_or(Path::new(".")),
+            self.base_offset,
+            ".txnindex",
+        );
+        let _ = std::fs::remove_file(txn);
+        Ok(())
+    }
+}
+
+/// Missing or failing the sanity check: the index can be rebuilt.
+fn is_rebuildable(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof
+    )
+}

@@ -1,0 +1,36 @@
+//! Which shard owns a partition. Deterministic from topic and partition, so
+//! every shard computes the same answer without asking anyone: partitions of
+//! one topic go round-robin over the shards from a per-topic start.
+
+/// 32-bit FNV-1a: stable across builds and platforms (unlike std's hasher).
+fn fnv1a(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+#[inline]
+pub fn shard_for(topic: &str, partition: i32, nr_shards: usize) -> usize {
+    debug_assert!(nr_shards >= 1);
+    debug_assert!(partition >= 0);
+    let start = fnv1a(topic.as_bytes()) as u64;
+    ((start + partition as u64) % nr_shards as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spreads_partitions_round_robin() {
+        let n = 4;
+        let owners: Vec<usize> = (0..8).map(|p| shard_for("orders", p, n)).collect();
+        for p in 0..8 {
+            assert_eq!(owners[p], (owners[0] + p) % n);
+        }
+        assert_eq!(shard_for("x", 3, 1), 0);
+    }
+}

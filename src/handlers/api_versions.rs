@@ -1,0 +1,50 @@
+//! ApiVersions (API 18): the exact table of implemented APIs.
+
+use std::rc::Rc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::ApiVersionsResponse;
+
+use super::{respond, HandlerResult};
+use crate::protocol::{errors, Request, SUPPORTED_APIS};
+use crate::shard_context::ShardContext;
+
+fn api_list() -> Vec<ApiVersion> {
+    SUPPORTED_APIS
+        .iter()
+        .map(|a| {
+            ApiVersion::default()
+                .with_api_key(a.key as i16)
+                .with_min_version(a.min_version)
+                .with_max_version(a.max_version)
+        })
+        .collect()
+}
+
+pub fn handle(_ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let body = ApiVersionsResponse::default()
+        .with_error_code(errors::NONE)
+        .with_api_keys(api_list());
+    respond(req, &body)
+}
+
+/// The answer to an ApiVersions request of a version we do not speak: a v0
+/// body with UNSUPPORTED_VERSION and our table, under a v0 header, so the
+/// client can pick a version (KIP-511).
+pub fn unsupported_version_response(correlation_id: i32) -> Bytes {
+    let apis = api_list();
+    let mut buf = BytesMut::with_capacity(16 + apis.len() * 6);
+    buf.put_i32(0);
+    buf.put_i32(correlation_id);
+    buf.put_i16(errors::UNSUPPORTED_VERSION);
+    buf.put_i32(apis.len() as i32);
+    for a in &apis {
+        buf.put_i16(a.api_key);
+        buf.put_i16(a.min_version);
+        buf.put_i16(a.max_version);
+    }
+    let len = (buf.len() - 4) as i32;
+    buf[0..4].copy_from_slice(&len.to_be_bytes());
+    buf.freeze()
+}

@@ -1,0 +1,132 @@
+//! CreatePartitions (API 37, v0-3), run on the controller shard. As in Kafka
+//! 3.9's ZooKeeper mode, a topic named more than once gets one
+//! INVALID_REQUEST result; the others go to the controller, which checks
+//! the new count (INVALID_PARTITIONS unless it grows) and any manual
+//! assignment. Results come back in request order.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{respond, HandlerResult};
+use crate::controller;
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::ShardContext;
+
+/// What to do with each request entry, in request order.
+#[derive(Debug, PartialEq)]
+enum Plan {
+    /// First entry of a name given more than once.
+    Duplicate,
+    /// A later entry of a duplicated name: no result of its own.
+    Skip,
+    Create,
+}
+
+fn plan(topics: &[CreatePartitionsTopic]) -> Vec<Plan> {
+    let mut count: HashMap<&str, usize> = HashMap::with_capacity(topics.len());
+    for t in topics {
+        *count.entry(t.name.0.as_str()).or_insert(0) += 1;
+    }
+    let mut reported: HashSet<&str> = HashSet::new();
+    topics
+        .iter()
+        .map(|t| {
+            let name = t.name.0.as_str();
+            if count.get(name).copied().unwrap_or(0) <= 1 {
+                Plan::Create
+            } else if reported.insert(name) {
+                Plan::Duplicate
+            } else {
+                Plan::Skip
+            }
+        })
+        .collect()
+}
+
+fn assignment(t: &CreatePartitionsTopic) -> Option<Vec<Vec<i32>>> {
+    t.assignments.as_ref().map(|a| {
+        a.iter()
+            .map(|p| p.broker_ids.iter().map(|b| b.0).collect())
+            .collect()
+    })
+}
+
+pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: CreatePartitionsRequest = decode_body(req)?;
+    let plans = plan(&request.topics);
+    debug_assert_eq!(plans.len(), request.topics.len());
+    let mut results = Vec::with_capacity(request.topics.len());
+    for (t, p) in request.topics.iter().zip(plans) {
+        let (code, message) = match p {
+            Plan::Skip => continue,
+            Plan::Duplicate => (
+                errors::INVALID_REQUEST,
+                Some("Duplicate topic in request.".to_string()),
+            ),
+            Plan::Create => {
+                let r = controller::create_partitions(
+                    ctx,
+                    t.name.0.as_str(),
+                    t.count,
+                    assignment(t),
+                    request.validate_only,
+                )
+                .await;
+                match r {
+                    Ok(()) => (errors::NONE, None),
+                    Err((code, message)) => (code, Some(message)),
+                }
+            }
+        };
+        results.push(
+            CreatePartitionsTopicResult::default()
+                .with_name(t.name.clone())
+                .with_error_code(code)
+                .with_error_message(message.map(StrBytes::from_string)),
+        );
+    }
+    respond(
+        req,
+        &CreatePartitionsResponse::default().with_results(results),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
+    use kafka_protocol::messages::{BrokerId, TopicName};
+
+    fn topic(name: &str) -> CreatePartitionsTopic {
+        CreatePartitionsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.into())))
+            .with_count(3)
+    }
+
+    #[test]
+    fn duplicates_get_one_result() {
+        let p = plan(&[topic("a"), topic("b"), topic("a"), topic("a")]);
+        assert_eq!(
+            p,
+            vec![Plan::Duplicate, Plan::Create, Plan::Skip, Plan::Skip]
+        );
+    }
+
+    #[test]
+    fn assignments_convert() {
+        assert_eq!(assignment(&topic("a").with_assignments(None)), None);
+        let a = vec![
+            CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(0)]),
+            CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(1), BrokerId(0)]),
+        ];
+        assert_eq!(
+            assignment(&topic("a").with_assignments(Some(a))),
+            Some(vec![vec![0], vec![1, 0]])
+        );
+    }
+}

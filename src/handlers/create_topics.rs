@@ -1,0 +1,290 @@
+//! CreateTopics (API 19, v2-7), run on the controller shard. Follows Kafka
+//! 3.9's ZooKeeper-mode handler: one result per request entry, a name given
+//! twice fails every entry with that name, and v5+ successes carry the
+//! topic's partition count, replication factor and configs. Creation is
+//! synchronous, so `timeout_ms` never expires a request.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::{respond, HandlerResult};
+use crate::config::topic_config_entries;
+use crate::controller::{self, NewTopic};
+use crate::metadata_cache::TopicInfo;
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::ShardContext;
+
+/// First version whose results carry partitions, replication and configs.
+const VERSION_WITH_CONFIGS: i16 = 5;
+
+pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: CreateTopicsRequest = decode_body(req)?;
+    let validate_only = request.validate_only;
+    let mut occurrences: HashMap<&str, usize> = HashMap::with_capacity(request.topics.len());
+    for t in &request.topics {
+        *occurrences.entry(t.name.0.as_str()).or_insert(0) += 1;
+    }
+    let mut results = Vec::with_capacity(request.topics.len());
+    for t in &request.topics {
+        let name = t.name.0.as_str();
+        let result = if occurrences.get(name).copied().unwrap_or(0) > 1 {
+            failed(
+                errors::INVALID_REQUEST,
+                "Found multiple entries for this topic.".into(),
+            )
+        } else {
+            match to_new_topic(t) {
+                Err((code, message)) => failed(code, message),
+                Ok(new_topic) => {
+                    match controller::create_topic(ctx, new_topic, validate_only).await {
+                        Ok(info) => created(ctx, &info, validate_only, req.api_version),
+                        Err((code, message)) => failed(code, message),
+                    }
+                }
+            }
+        };
+        results.push(result.with_name(t.name.clone()));
+    }
+    debug_assert_eq!(results.len(), request.topics.len());
+    respond(req, &CreateTopicsResponse::default().with_topics(results))
+}
+
+/// The request checks Kafka makes before handing a topic to the controller.
+fn to_new_topic(t: &CreatableTopic) -> Result<NewTopic, (i16, String)> {
+    let null_configs: Vec<&str> = t
+        .configs
+        .iter()
+        .filter(|c| c.value.is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    if !null_configs.is_empty() {
+        return Err((
+            errors::INVALID_CONFIG,
+            format!(
+                "Null value not supported for topic configs: {}",
+                null_configs.join(",")
+            ),
+        ));
+    }
+    if !t.assignments.is_empty() && (t.num_partitions != -1 || t.replication_factor != -1) {
+        return Err((
+            errors::INVALID_REQUEST,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
+                .into(),
+        ));
+    }
+    let assignment = if t.assignments.is_empty() {
+        None
+    } else {
+        // A repeated partition index keeps the last entry, as Kafka's map does.
+        let map: BTreeMap<i32, Vec<i32>> = t
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                )
+            })
+            .collect();
+        Some(map)
+    };
+    // Later entries win for a repeated key, as java.util.Properties does.
+    let configs: BTreeMap<String, String> = t
+        .configs
+        .iter()
+        .filter_map(|c| {
+            c.value
+                .as_ref()
+                .map(|v| (c.name.to_string(), v.to_string()))
+        })
+        .collect();
+    Ok(NewTopic {
+        name: t.name.0.to_string(),
+        num_partitions: t.num_partitions,
+        replication_factor: t.replication_factor,
+        assignment,
+        configs,
+    })
+}
+
+/// A failed entry: Kafka resets configs, partitions and replication.
+fn failed(code: i16, message: String) -> CreatableTopicResult {
+    debug_assert_ne!(code, errors::NONE);
+    CreatableTopicResult::default()
+        .with_error_code(code)
+        .with_error_message(Some(StrBytes::from_string(message)))
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+        .with_configs(Some(Vec::new()))
+}
+
+fn created(
+    ctx: &ShardContext,
+    info: &TopicInfo,
+    validate_only: bool,
+    version: i16,
+) -> CreatableTopicResult {
+    debug_assert!(!info.partitions.is_empty());
+    // Kafka reports the id only of a topic that now exists.
+    let topic_id = if validate_only {
+        Uuid::nil()
+    } else {
+        info.topic_id
+    };
+    let result = CreatableTopicResult::default()
+        .with_error_code(errors::NONE)
+        .with_error_message(None)
+        .with_topic_id(topic_id);
+    if version < VERSION_WITH_CONFIGS {
+        return result;
+    }
+    let replication_factor = info
+        .partitions
+        .first()
+        .map_or(-1, |p| p.replicas.len() as i16);
+    result
+        .with_num_partitions(info.partitions.len() as i32)
+        .with_replication_factor(replication_factor)
+        .with_configs(Some(topic_configs(ctx, &info.overrides)))
+}
+
+/// The topic's full config view, without synonyms or documentation.
+fn topic_configs(
+    ctx: &ShardContext,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<CreatableTopicConfigs> {
+    topic_config_entries(&ctx.config, overrides)
+        .into_iter()
+        .map(|e| {
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_string(e.name))
+                .with_value(e.value.map(StrBytes::from_string))
+                .with_read_only(e.read_only)
+                .with_config_source(e.source)
+                .with_is_sensitive(e.is_sensitive)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::create_topics_request::{
+        CreatableReplicaAssignment, CreatableTopicConfig,
+    };
+    use kafka_protocol::messages::{BrokerId, TopicName};
+
+    fn topic(name: &str) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.into())))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+    }
+
+    fn config(name: &str, value: Option<&str>) -> CreatableTopicConfig {
+        CreatableTopicConfig::default()
+            .with_name(StrBytes::from_string(name.into()))
+            .with_value(value.map(|v| StrBytes::from_string(v.into())))
+    }
+
+    #[test]
+    fn defaults_pass_through() {
+        let t = to_new_topic(&topic("a").with_num_partitions(3)).unwrap();
+        assert_eq!(t.name, "a");
+        assert_eq!(t.num_partitions, 3);
+        assert_eq!(t.replication_factor, -1);
+        assert!(t.assignment.is_none());
+        assert!(t.configs.is_empty());
+    }
+
+    #[test]
+    fn null_config_values_are_invalid_config() {
+        let t = topic("a").with_configs(vec![
+            config("retention.ms", None),
+            config("segment.ms", None),
+        ]);
+        let (code, message) = to_new_topic(&t).err().unwrap();
+        assert_eq!(code, errors::INVALID_CONFIG);
+        assert_eq!(
+            message,
+            "Null value not supported for topic configs: retention.ms,segment.ms"
+        );
+    }
+
+    #[test]
+    fn configs_keep_the_last_value() {
+        let t = topic("a").with_configs(vec![
+            config("retention.ms", Some("1")),
+            config("retention.ms", Some("2")),
+        ]);
+        let t = to_new_topic(&t).unwrap();
+        assert_eq!(t.configs.get("retention.ms").map(String::as_str), Some("2"));
+    }
+
+    #[test]
+    fn assignment_with_counts_is_invalid_request() {
+        let a = CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(0)]);
+        let t = topic("a").with_num_partitions(1).with_assignments(vec![a]);
+        assert_eq!(to_new_topic(&t).err().unwrap().0, errors::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn assignment_becomes_a_map() {
+        let a0 = CreatableReplicaAssignment::default()
+            .with_partition_index(1)
+            .with_broker_ids(vec![BrokerId(0)]);
+        let a1 = CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(0), BrokerId(1)]);
+        let t = to_new_topic(&topic("a").with_assignments(vec![a0, a1])).unwrap();
+        let a = t.assignment.unwrap();
+        assert_eq!(a.get(&0), Some(&vec![0, 1]));
+        assert_eq!(a.get(&1), Some(&vec![0]));
+    }
+
+    #[test]
+    fn failed_entries_reset_metadata() {
+        let r = failed(errors::TOPIC_ALREADY_EXISTS, "x".into());
+        assert_eq!(r.num_partitions, -1);
+        assert_eq!(r.replication_factor, -1);
+        assert_eq!(r.configs, Some(Vec::new()));
+        assert_eq!(r.topic_id, Uuid::nil());
+    }
+
+    #[test]
+    fn results_encode_at_every_version() {
+        let ok = CreatableTopicResult::default()
+            .with_name(TopicName(StrBytes::from_static_str("a")))
+            .with_error_message(None)
+            .with_topic_id(Uuid::from_u128(3))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(Some(vec![CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_value(None)
+                .with_config_source(5)]));
+        let bad = failed(errors::INVALID_REQUEST, "x".into())
+            .with_name(TopicName(StrBytes::from_static_str("b")));
+        let body = CreateTopicsResponse::default().with_topics(vec![ok, bad]);
+        for v in 2..=7 {
+            crate::protocol::encode_response(
+                kafka_protocol::messages::ApiKey::CreateTopics,
+                v,
+                1,
+                &body,
+            )
+            .unwrap();
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! DeleteRecords (API 21, v0-2): moves each partition's log start offset up
+//! to the requested offset (-1: the high watermark) on the owning shard and
+//! answers the new low watermark. A single broker has no followers to wait
+//! for, so `timeout_ms` never expires a request.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+
+use super::{respond, HandlerResult};
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
+use crate::shard_handler::join_all;
+use kshard_shards::mailbox::LocalBoxFuture;
+
+/// DeleteRecordsResponse.INVALID_LOW_WATERMARK.
+const INVALID_LOW_WATERMARK: i64 = -1;
+
+type PartResult = (i16, i64);
+/// Request-order indexes and the parts sent to one shard.
+type ShardBatch = (Vec<usize>, Vec<(String, i32, i64)>);
+/// The indexes and that shard's answers (None: it could not be reached).
+type ShardAnswer = (Vec<usize>, Option<Vec<PartResult>>);
+
+pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: DeleteRecordsRequest = decode_body(req)?;
+    let image = ctx.metadata.image();
+    let mut results: Vec<Option<PartResult>> = Vec::new();
+    let mut by_shard: Vec<ShardBatch> = (0..ctx.nr_shards)
+        .map(|_| (Vec::new(), Vec::new()))
+        .collect();
+    for t in &request.topics {
+        let name = t.name.0.as_str();
+        let count = image.topic(name).map_or(0, |i| i.partitions.len());
+        for p in &t.partitions {
+            let idx = results.len();
+            results.push(None);
+            if p.partition_index < 0 || p.partition_index as usize >= count {
+                results[idx] = Some((errors::UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK));
+                continue;
+            }
+            let owner = ctx.owner_of(name, p.partition_index);
+            by_shard[owner].0.push(idx);
+            by_shard[owner]
+                .1
+                .push((name.to_string(), p.partition_index, p.offset));
+        }
+    }
+    let mut calls: Vec<LocalBoxFuture<ShardAnswer>> = Vec::new();
+    for (shard, (idxs, parts)) in by_shard.into_iter().enumerate() {
+        if parts.is_empty() {
+            continue;
+        }
+        let ctx = ctx.clone();
+        calls.push(Box::pin(async move {
+            match ctx
+                .run_on(shard, ShardRequest::DeleteRecords { parts })
+                .await
+            {
+                Ok(ShardResponse::DeleteRecords(r)) => (idxs, Some(r)),
+                _ => (idxs, None),
+            }
+        }));
+    }
+    for (idxs, rs) in join_all(calls).await {
+        debug_assert!(rs.as_ref().is_none_or(|rs| rs.len() == idxs.len()));
+        for (n, i) in idxs.into_iter().enumerate() {
+            let r = rs.as_ref().and_then(|rs| rs.get(n).copied());
+            results[i] = Some(r.unwrap_or((errors::NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK)));
+        }
+    }
+    let mut it = results.into_iter();
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error_code, low_watermark) =
+                        it.next().flatten().expect("every partition answered");
+                    DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error_code)
+                        .with_low_watermark(low_watermark)
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(req, &DeleteRecordsResponse::default().with_topics(topics))
+}

@@ -1,0 +1,142 @@
+//! InitProducerId (API 22, v0-5) for idempotent producers. As in Kafka 3.9's
+//! TransactionCoordinator, a request without a transactional id always gets
+//! a fresh producer id with epoch 0, even when it carries an existing
+//! id/epoch pair (the KIP-360 bump fields of v3+); the id comes from the
+//! controller's producer-id blocks on the controller shard.
+//!
+//! kshard has no transaction coordinator and does not offer FindCoordinator,
+//! AddPartitionsToTxn or EndTxn. A transactional id is therefore answered
+//! UNSUPPORTED_VERSION: it is not retriable, so the Java client's
+//! InitProducerIdHandler fails at once ("Unexpected error in
+//! InitProducerIdResponse; The version of API is not supported.") instead of
+//! retrying until max.block.ms as COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR
+//! would make it, and it does not claim a missing ACL as
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED would.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
+use super::{respond, HandlerResult};
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::{ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+
+/// RecordBatch.NO_PRODUCER_ID and NO_PRODUCER_EPOCH.
+const NO_PRODUCER_ID: i64 = -1;
+const NO_PRODUCER_EPOCH: i16 = -1;
+/// Retriable: the controller shard could not be reached this time.
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+
+/// What a request asks for, checked in Kafka's order.
+#[derive(Debug, PartialEq)]
+enum Decision {
+    Allocate,
+    Fail(i16),
+}
+
+fn decide(request: &InitProducerIdRequest) -> Decision {
+    // Both or neither of the id and epoch must be set (KafkaApis).
+    let has_id = request.producer_id.0 != NO_PRODUCER_ID;
+    let has_epoch = request.producer_epoch != NO_PRODUCER_EPOCH;
+    if has_id != has_epoch {
+        return Decision::Fail(errors::INVALID_REQUEST);
+    }
+    match request.transactional_id.as_ref() {
+        None => Decision::Allocate,
+        Some(id) if id.0.is_empty() => Decision::Fail(errors::INVALID_REQUEST),
+        Some(_) => Decision::Fail(errors::UNSUPPORTED_VERSION),
+    }
+}
+
+fn response(error_code: i16, producer_id: i64, producer_epoch: i16) -> InitProducerIdResponse {
+    debug_assert!(error_code == errors::NONE || producer_id == NO_PRODUCER_ID);
+    InitProducerIdResponse::default()
+        .with_error_code(error_code)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch)
+}
+
+pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: InitProducerIdRequest = decode_body(req)?;
+    let body = match decide(&request) {
+        Decision::Fail(code) => response(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
+        Decision::Allocate => match ctx
+            .run_on(CONTROLLER_SHARD, ShardRequest::AllocateProducerId)
+            .await
+        {
+            Ok(ShardResponse::ProducerId(Ok(id))) => {
+                debug_assert!(id >= 0);
+                response(errors::NONE, id, 0)
+            }
+            Ok(ShardResponse::ProducerId(Err(code))) => {
+                response(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            }
+            Ok(_) => return Err("unexpected reply to AllocateProducerId".into()),
+            Err(_) => response(COORDINATOR_NOT_AVAILABLE, NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
+        },
+    };
+    respond(req, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::TransactionalId;
+    use kafka_protocol::protocol::StrBytes;
+
+    fn idempotent() -> InitProducerIdRequest {
+        InitProducerIdRequest::default().with_transactional_id(None)
+    }
+
+    #[test]
+    fn idempotent_allocates() {
+        assert_eq!(decide(&idempotent()), Decision::Allocate);
+        // An existing id/epoch (KIP-360 bump) still gets a new id.
+        let r = idempotent()
+            .with_producer_id(ProducerId(5))
+            .with_producer_epoch(3);
+        assert_eq!(decide(&r), Decision::Allocate);
+    }
+
+    #[test]
+    fn half_an_id_epoch_pair_is_invalid() {
+        let r = idempotent().with_producer_id(ProducerId(5));
+        assert_eq!(decide(&r), Decision::Fail(errors::INVALID_REQUEST));
+        let r = idempotent().with_producer_epoch(0);
+        assert_eq!(decide(&r), Decision::Fail(errors::INVALID_REQUEST));
+    }
+
+    #[test]
+    fn transactional_ids() {
+        let empty = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(""))));
+        assert_eq!(decide(&empty), Decision::Fail(errors::INVALID_REQUEST));
+        let txn = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("t"))));
+        assert_eq!(decide(&txn), Decision::Fail(errors::UNSUPPORTED_VERSION));
+    }
+
+    #[test]
+    fn error_response_has_no_producer() {
+        let r = response(errors::INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH);
+        assert_eq!((r.producer_id.0, r.producer_epoch), (-1, -1));
+    }
+
+    #[test]
+    fn responses_encode_at_every_version() {
+        for body in [
+            response(errors::NONE, 7, 0),
+            response(errors::INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
+        ] {
+            for v in 0..=5 {
+                crate::protocol::encode_response(
+                    kafka_protocol::messages::ApiKey::InitProducerId,
+                    v,
+                    1,
+                    &body,
+                )
+                .unwrap();
+            }
+        }
+    }
+}

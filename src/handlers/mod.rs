@@ -1,0 +1,91 @@
+//! One module per Kafka API, as Redpanda lays them out. `dispatch` runs on the
+//! connection's shard; admin APIs that change metadata are forwarded to the
+//! controller shard and run there by `controller_dispatch`.
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::Encodable;
+
+use crate::protocol::{encode_response, Request, Response};
+use crate::shard_context::{ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+
+/// `Ok(None)`: no response (acks=0 produce). `Err`: close the connection.
+pub type HandlerResult = Result<Option<Response>, String>;
+
+pub fn respond<M: Encodable>(req: &Request, body: &M) -> HandlerResult {
+    encode_response(
+        req.api_key,
+        req.api_version,
+        req.header.correlation_id,
+        body,
+    )
+    .map(|b| Some(Response::from_bytes(b)))
+}
+
+pub async fn dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
+    match req.api_key {
+        ApiKey::ApiVersions => api_versions::handle(ctx, &req),
+        ApiKey::Metadata => metadata::handle(ctx, &req).await,
+        ApiKey::Produce => produce::handle(ctx, &req).await,
+        ApiKey::Fetch => fetch::handle(ctx, &req).await,
+        ApiKey::ListOffsets => list_offsets::handle(ctx, &req).await,
+        ApiKey::DeleteRecords => delete_records::handle(ctx, &req).await,
+        ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::handle(ctx, &req).await,
+        ApiKey::DescribeConfigs => describe_configs::handle(ctx, &req),
+        ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
+        ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
+        ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::CreatePartitions => {
+            forward_to_controller(ctx, req).await
+        }
+        other => Err(format!("API {other:?} is not served")),
+    }
+}
+
+/// Runs a metadata-changing request on the controller shard.
+async fn forward_to_controller(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
+    if ctx.shard_id == CONTROLLER_SHARD {
+        return controller_dispatch(ctx, req).await;
+    }
+    let r = ctx
+        .call(
+            CONTROLLER_SHARD,
+            ShardRequest::Forward {
+                api_key: req.api_key,
+                api_version: req.api_version,
+                header: req.header,
+                body: req.body,
+            },
+        )
+        .await
+        .map_err(|_| "controller shard unavailable".to_string())?;
+    match r {
+        ShardResponse::Forwarded(r) => r,
+        _ => Err("unexpected controller reply".into()),
+    }
+}
+
+/// The admin handlers; only ever called on the controller shard.
+pub async fn controller_dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
+    assert_eq!(ctx.shard_id, CONTROLLER_SHARD);
+    match req.api_key {
+        ApiKey::CreateTopics => create_topics::handle(ctx, &req).await,
+        ApiKey::DeleteTopics => delete_topics::handle(ctx, &req).await,
+        ApiKey::CreatePartitions => create_partitions::handle(ctx, &req).await,
+        other => Err(format!("API {other:?} does not run on the controller")),
+    }
+}

@@ -1,0 +1,114 @@
+//! OffsetForLeaderEpoch (API 23, v2-4): the end offset of a leader epoch,
+//! looked up in each partition's leader-epoch cache on its owning shard.
+//! Clients use it to validate their position after a leader change.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use super::{respond, HandlerResult};
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
+use crate::shard_handler::join_all;
+use kshard_shards::mailbox::LocalBoxFuture;
+
+/// Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET.
+const UNDEFINED_EPOCH: i32 = -1;
+const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+
+/// (error code, leader epoch, end offset).
+type PartResult = (i16, i32, i64);
+/// Request-order indexes and the parts sent to one shard.
+type ShardBatch = (Vec<usize>, Vec<(String, i32, i32, i32)>);
+/// The indexes and that shard's answers (None: it could not be reached).
+type ShardAnswer = (Vec<usize>, Option<Vec<PartResult>>);
+
+pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: OffsetForLeaderEpochRequest = decode_body(req)?;
+    let image = ctx.metadata.image();
+    let mut results: Vec<Option<PartResult>> = Vec::new();
+    let mut by_shard: Vec<ShardBatch> = (0..ctx.nr_shards)
+        .map(|_| (Vec::new(), Vec::new()))
+        .collect();
+    for t in &request.topics {
+        let name = t.topic.0.as_str();
+        let count = image.topic(name).map_or(0, |i| i.partitions.len());
+        for p in &t.partitions {
+            let idx = results.len();
+            results.push(None);
+            if p.partition < 0 || p.partition as usize >= count {
+                results[idx] = Some((
+                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                    UNDEFINED_EPOCH,
+                    UNDEFINED_EPOCH_OFFSET,
+                ));
+                continue;
+            }
+            let owner = ctx.owner_of(name, p.partition);
+            by_shard[owner].0.push(idx);
+            by_shard[owner].1.push((
+                name.to_string(),
+                p.partition,
+                p.current_leader_epoch,
+                p.leader_epoch,
+            ));
+        }
+    }
+    let mut calls: Vec<LocalBoxFuture<ShardAnswer>> = Vec::new();
+    for (shard, (idxs, parts)) in by_shard.into_iter().enumerate() {
+        if parts.is_empty() {
+            continue;
+        }
+        let ctx = ctx.clone();
+        calls.push(Box::pin(async move {
+            match ctx
+                .run_on(shard, ShardRequest::OffsetForLeaderEpoch { parts })
+                .await
+            {
+                Ok(ShardResponse::OffsetForLeaderEpoch(r)) => (idxs, Some(r)),
+                _ => (idxs, None),
+            }
+        }));
+    }
+    for (idxs, rs) in join_all(calls).await {
+        debug_assert!(rs.as_ref().is_none_or(|rs| rs.len() == idxs.len()));
+        for (n, i) in idxs.into_iter().enumerate() {
+            let r = rs.as_ref().and_then(|rs| rs.get(n).copied());
+            results[i] = Some(r.unwrap_or((
+                errors::NOT_LEADER_OR_FOLLOWER,
+                UNDEFINED_EPOCH,
+                UNDEFINED_EPOCH_OFFSET,
+            )));
+        }
+    }
+    let mut it = results.into_iter();
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error_code, leader_epoch, end_offset) =
+                        it.next().flatten().expect("every partition answered");
+                    EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_error_code(error_code)
+                        .with_leader_epoch(leader_epoch)
+                        .with_end_offset(end_offset)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(
+        req,
+        &OffsetForLeaderEpochResponse::default().with_topics(topics),
+    )
+}

@@ -1,0 +1,130 @@
+//! Produce (API 0): splits the request by owning shard, appends on each owner
+//! in request order, and merges the answers back into request order.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{respond, HandlerResult};
+use crate::protocol::{decode_body, errors, Request};
+use crate::replica_manager::{ProducePart, ProducePartResult};
+use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
+use crate::shard_handler::join_all;
+use kshard_shards::mailbox::LocalBoxFuture;
+
+fn failed(code: i16) -> ProducePartResult {
+    ProducePartResult {
+        error_code: code,
+        error_message: None,
+        base_offset: -1,
+        log_append_time_ms: -1,
+        log_start_offset: -1,
+    }
+}
+
+pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: ProduceRequest = decode_body(req)?;
+    let acks = request.acks;
+    let image = ctx.metadata.image();
+    // Results in request order, filled as shards answer.
+    let mut results: Vec<Option<ProducePartResult>> = Vec::new();
+    let mut by_shard: Vec<(Vec<usize>, Vec<ProducePart>)> = (0..ctx.nr_shards)
+        .map(|_| (Vec::new(), Vec::new()))
+        .collect();
+    let valid_acks = matches!(acks, -1..=1);
+    if request.transactional_id.is_some() {
+        return Err("transactional produce without a transaction coordinator".into());
+    }
+    for topic in &request.topic_data {
+        let name = topic.name.0.as_str();
+        let info = image.topic(name);
+        for p in &topic.partition_data {
+            let idx = results.len();
+            results.push(None);
+            if !valid_acks {
+                results[idx] = Some(failed(errors::INVALID_REQUIRED_ACKS));
+                continue;
+            }
+            let exists =
+                info.is_some_and(|t| p.index >= 0 && (p.index as usize) < t.partitions.len());
+            if !exists {
+                results[idx] = Some(failed(errors::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            }
+            let Some(records) = &p.records else {
+                results[idx] = Some(failed(errors::CORRUPT_MESSAGE));
+                continue;
+            };
+            let owner = ctx.owner_of(name, p.index);
+            by_shard[owner].0.push(idx);
+            by_shard[owner].1.push(ProducePart {
+                topic: name.to_string(),
+                partition: p.index,
+                records: records.clone(),
+            });
+        }
+    }
+    let mut calls: Vec<LocalBoxFuture<(Vec<usize>, Vec<ProducePartResult>)>> = Vec::new();
+    for (shard, (idxs, parts)) in by_shard.into_iter().enumerate() {
+        if parts.is_empty() {
+            continue;
+        }
+        let n = parts.len();
+        let ctx = ctx.clone();
+        calls.push(Box::pin(async move {
+            match ctx.run_on(shard, ShardRequest::Produce { parts }).await {
+                Ok(ShardResponse::Produce(r)) => (idxs, r),
+                _ => (idxs, vec![failed(errors::NOT_LEADER_OR_FOLLOWER); n]),
+            }
+        }));
+    }
+    for (idxs, rs) in join_all(calls).await {
+        debug_assert_eq!(idxs.len(), rs.len());
+        for (i, r) in idxs.into_iter().zip(rs) {
+            results[i] = Some(r);
+        }
+    }
+    if acks == 0 {
+        // Kafka closes the connection so an acks=0 producer notices failures.
+        if results
+            .iter()
+            .flatten()
+            .any(|r| r.error_code != errors::NONE)
+        {
+            return Err("acks=0 produce failed".into());
+        }
+        return Ok(None);
+    }
+    let v = req.api_version;
+    let mut it = results.into_iter();
+    let responses = request
+        .topic_data
+        .iter()
+        .map(|topic| {
+            let partition_responses = topic
+                .partition_data
+                .iter()
+                .map(|p| {
+                    let r = it.next().flatten().expect("every partition answered");
+                    PartitionProduceResponse::default()
+                        .with_index(p.index)
+                        .with_error_code(r.error_code)
+                        .with_base_offset(r.base_offset)
+                        .with_log_append_time_ms(r.log_append_time_ms)
+                        .with_log_start_offset(if v >= 5 { r.log_start_offset } else { -1 })
+                        .with_error_message(if v >= 8 {
+                            r.error_message.map(StrBytes::from_string)
+                        } else {
+                            None
+                        })
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(topic.name.clone())
+                .with_partition_responses(partition_responses)
+        })
+        .collect();
+    respond(req, &ProduceResponse::default().with_responses(responses))
+}

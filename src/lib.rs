@@ -1,0 +1,18 @@
+//! kshard: a Kafka-compatible broker, thread-per-core and shared-nothing.
+//! This crate is the broker (config, protocol, handlers, replica manager,
+//! controller, metadata); `kshard-shards` is the per-core engine under it.
+
+pub mod config;
+pub mod controller;
+pub mod delayed_fetch;
+pub mod fetch_session;
+pub mod handlers;
+pub mod leader_epoch;
+pub mod metadata;
+pub mod metadata_cache;
+pub mod partition;
+pub mod protocol;
+pub mod replica_manager;
+pub mod server;
+pub mod shard_context;
+pub mod shard_handler;

@@ -1,0 +1,43 @@
+//! `kshard [--config server.properties] [--override key=value ...]`
+
+use std::process::ExitCode;
+
+use kshard::config::{parse_args, BrokerConfig};
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_timestamp_millis()
+        .init();
+    let (config_path, overrides) = match parse_args(std::env::args().skip(1)) {
+        Ok(x) => x,
+        Err(msg) if msg == kshard::config::USAGE => {
+            println!("{msg}");
+            return ExitCode::SUCCESS;
+        }
+        Err(msg) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = match BrokerConfig::load(config_path.as_deref(), &overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kshard: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for key in &config.unknown_keys {
+        log::warn!("unknown config key '{key}' ignored");
+    }
+    for key in config.not_applicable_keys() {
+        log::info!("config key '{key}' has no effect in kshard's thread-per-core design");
+    }
+    match kshard::server::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("kshard failed: {e}");
+            eprintln!("kshard: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

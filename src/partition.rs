@@ -1,0 +1,276 @@
+//! A partition this broker leads: its log, its producer state, its leader
+//! epoch and high watermark. Owned by exactly one shard.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use uuid::Uuid;
+
+use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
+use kshard_shards::log::config::LogConfig;
+use kshard_shards::log::log::{Log, ReadError};
+use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
+use kshard_shards::log::validate::{ValidationConfig, Validator};
+use kshard_shards::log::FileSlice;
+
+use crate::config::topic::TopicConfig;
+use crate::leader_epoch::LeaderEpochCache;
+use crate::protocol::errors;
+
+/// Outcome of appending one Produce partition's records.
+pub struct AppendResult {
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+pub struct AppendError {
+    pub error_code: i16,
+    pub message: String,
+}
+
+pub struct PartitionRead {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub slice: Option<FileSlice>,
+}
+
+pub struct Partition {
+    pub topic: String,
+    pub partition: i32,
+    pub topic_id: Uuid,
+    pub log: Log,
+    pub producer_state: ProducerStateManager,
+    pub leader_epoch_cache: LeaderEpochCache,
+    pub leader_epoch: i32,
+    pub config: Arc<TopicConfig>,
+    validation: ValidationConfig,
+}
+
+pub fn log_config_of(c: &TopicConfig) -> LogConfig {
+    LogConfig {
+        segment_bytes: c.segment_bytes as u64,
+        segment_ms: c.segment_ms,
+        retention_ms: c.retention_ms,
+        retention_bytes: c.retention_bytes,
+        index_interval_bytes: c.index_interval_bytes as u32,
+        max_index_size_bytes: c.segment_index_bytes as u32,
+        flush_interval_messages: if c.flush_messages < 0 {
+            u64::MAX
+        } else {
+            c.flush_messages as u64
+        },
+        flush_interval_ms: c.flush_ms,
+        preallocate: c.preallocate,
+    }
+}
+
+fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
+    ValidationConfig {
+        max_message_bytes: c.max_message_bytes.max(0) as usize,
+        timestamp_type: if c.message_timestamp_type == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        timestamp_before_max_ms: c.message_timestamp_before_max_ms,
+        timestamp_after_max_ms: c.message_timestamp_after_max_ms,
+        compacted: c.is_compacted(),
+    }
+}
+
+impl Partition {
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        log_dir: &Path,
+        topic: &str,
+        partition: i32,
+        topic_id: Uuid,
+        config: Arc<TopicConfig>,
+        recovery_point: i64,
+        log_start_offset: i64,
+        leader_epoch: i32,
+        producer_id_expiration_ms: i64,
+        now_ms: i64,
+    ) -> io::Result<Partition> {
+        let dir: PathBuf = log_dir.join(format!("{topic}-{partition}"));
+        let (log, stats) = Log::open(
+            &dir,
+            log_config_of(&config),
+            recovery_point,
+            log_start_offset,
+            now_ms,
+        )?;
+        if stats.segments_scanned > 0 {
+            log::info!(
+                "recovered {topic}-{partition}: {} segments scanned, {} batches, {} bytes truncated",
+                stats.segments_scanned,
+                stats.batches_recovered,
+                stats.bytes_truncated
+            );
+        }
+        let mut producer_state = ProducerStateManager::new(&dir, producer_id_expiration_ms);
+        let replay_from =
+            producer_state.load(log.log_start_offset(), log.log_end_offset(), now_ms)?;
+        log.for_each_batch_from(replay_from, |h: &BatchHeader| producer_state.replay(h))?;
+        let mut leader_epoch_cache = LeaderEpochCache::open(&dir)?;
+        leader_epoch_cache.truncate_from_end(log.log_end_offset())?;
+        leader_epoch_cache.assign(leader_epoch, log.log_end_offset())?;
+        Ok(Partition {
+            topic: topic.to_string(),
+            partition,
+            topic_id,
+            validation: validation_config_of(&config),
+            log,
+            producer_state,
+            leader_epoch_cache,
+            leader_epoch,
+            config,
+        })
+    }
+
+    pub fn set_config(&mut self, config: Arc<TopicConfig>) {
+        self.log.set_config(log_config_of(&config));
+        self.validation = validation_config_of(&config);
+        self.config = config;
+    }
+
+    /// Single replica: the ISR is this broker, so the high watermark is the LEO.
+    #[inline]
+    pub fn high_watermark(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    /// Validates, deduplicates (idempotent producers), assigns offsets and appends.
+    pub fn append_records_as_leader(
+        &mut self,
+        records: &[u8],
+        validator: &mut Validator,
+        now_ms: i64,
+    ) -> Result<AppendResult, AppendError> {
+        // Sequence checks come first: a duplicate is answered with the
+        // original offsets and nothing is appended.
+        let mut first = true;
+        for item in BatchIter::new(records) {
+            let header = match item {
+                Ok((_, h, _)) => h,
+                Err(e) => {
+                    return Err(AppendError {
+                        error_code: errors::CORRUPT_MESSAGE,
+                        message: e.to_string(),
+                    })
+                }
+            };
+            if !header.has_producer_id() {
+                continue;
+            }
+            match self.producer_state.check(&header) {
+                Ok(SequenceCheck::Append) => {}
+                Ok(SequenceCheck::Duplicate { first_offset, .. }) if first => {
+                    return Ok(AppendResult {
+                        base_offset: first_offset,
+                        log_append_time_ms: -1,
+                        log_start_offset: self.log.log_start_offset(),
+                    });
+                }
+                Ok(SequenceCheck::Duplicate { .. }) => {
+                    return Err(AppendError {
+                        error_code: errors::DUPLICATE_SEQUENCE_NUMBER,
+                        message: "duplicate batch in a multi-batch produce".into(),
+                    })
+                }
+                Err(e) => {
+                    return Err(AppendError {
+                        error_code: e.error_code(),
+                        message: e.to_string(),
+                    })
+                }
+            }
+            first = false;
+        }
+        let mut buf = BytesMut::from(records);
+        let next_offset = self.log.log_end_offset();
+        let info = validator
+            .validate_and_assign_offsets(
+                &mut buf,
+                next_offset,
+                self.leader_epoch,
+                now_ms,
+                &self.validation,
+            )
+            .map_err(|e| AppendError {
+                error_code: e.error_code(),
+                message: e.to_string(),
+            })?;
+        debug_assert_eq!(info.first_offset, next_offset);
+        let rolled = self
+            .log
+            .append(&buf[..info.valid_bytes], &info, now_ms)
+            .map_err(|e| AppendError {
+                error_code: errors::KAFKA_STORAGE_ERROR,
+                message: format!("append failed: {e}"),
+            })?;
+        if let Some(new_base) = rolled {
+            if let Err(e) = self.producer_state.take_snapshot(new_base) {
+                log::warn!(
+                    "{}-{}: producer snapshot at {new_base}: {e}",
+                    self.topic,
+                    self.partition
+                );
+            }
+        }
+        for (_, h, _) in BatchIter::new(&buf[..info.valid_bytes]).flatten() {
+            if h.has_producer_id() {
+                self.producer_state.update(&h, now_ms);
+            }
+        }
+        debug_assert_eq!(self.log.log_end_offset(), info.last_offset + 1);
+        Ok(AppendResult {
+            base_offset: info.first_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            log_start_offset: self.log.log_start_offset(),
+        })
+    }
+
+    /// Reads for a consumer: whole batches below the high watermark.
+    pub fn read(&self, fetch_offset: i64, max_bytes: u32, min_one_batch: bool) -> PartitionRead {
+        let hw = self.high_watermark();
+        let mut out = PartitionRead {
+            error_code: errors::NONE,
+            high_watermark: hw,
+            last_stable_offset: hw,
+            log_start_offset: self.log.log_start_offset(),
+            slice: None,
+        };
+        match self.log.read(fetch_offset, max_bytes, hw, min_one_batch) {
+            Ok(info) => out.slice = info.slice,
+            Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
+            Err(ReadError::Io(e)) => {
+                log::error!(
+                    "{}-{}: read at {fetch_offset}: {e}",
+                    self.topic,
+                    self.partition
+                );
+                out.error_code = errors::KAFKA_STORAGE_ERROR;
+            }
+        }
+        out
+    }
+
+    pub fn close(self) -> io::Result<(i64, i64)> {
+        let Partition {
+            log,
+            mut producer_state,
+            ..
+        } = self;
+        let leo = log.log_end_offset();
+        let lso = log.log_start_offset();
+        producer_state.take_snapshot(leo)?;
+        log.close()?;
+        Ok((leo, lso))
+    }
+}

@@ -1,0 +1,174 @@
+//! The Kafka wire protocol layer: framing, request headers, the ApiVersions
+//! table, and response encoding. Codecs come from the `kafka-protocol` crate
+//! except the Fetch response, which has its own encoder (`fetch_encoder`) so
+//! record bytes can go from segment files to the socket by sendfile.
+
+pub mod errors;
+pub mod fetch_encoder;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use kshard_shards::log::FileSlice;
+
+/// One API kshard implements and the versions it accepts.
+#[derive(Clone, Copy, Debug)]
+pub struct ApiRange {
+    pub key: ApiKey,
+    pub min_version: i16,
+    pub max_version: i16,
+    /// Versions below this are advertised (librdkafka turns on its v2 message
+    /// format only when Produce's range reaches down to 0..2) but refused,
+    /// as Apache Kafka 4.x does (KAFKA-18659).
+    pub min_served_version: i16,
+}
+
+const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
+    ApiRange {
+        key,
+        min_version: min,
+        max_version: max,
+        min_served_version: min,
+    }
+}
+
+/// Exactly the APIs implemented, nothing more (an API that is not here is
+/// not offered). Minimums follow KIP-896 so Kafka 4.x clients accept them.
+pub const SUPPORTED_APIS: &[ApiRange] = &[
+    ApiRange {
+        key: ApiKey::Produce,
+        min_version: 0,
+        max_version: 11,
+        min_served_version: 3,
+    },
+    api(ApiKey::Fetch, 4, 16),
+    api(ApiKey::ListOffsets, 1, 8),
+    api(ApiKey::Metadata, 0, 12),
+    api(ApiKey::ApiVersions, 0, 3),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::DeleteRecords, 0, 2),
+    api(ApiKey::InitProducerId, 0, 5),
+    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::DescribeCluster, 0, 1),
+];
+
+pub fn supported(key: ApiKey) -> Option<&'static ApiRange> {
+    SUPPORTED_APIS.iter().find(|a| a.key == key)
+}
+
+/// A request frame whose header has been decoded; `body` is the rest.
+pub struct Request {
+    pub api_key: ApiKey,
+    pub api_version: i16,
+    pub header: RequestHeader,
+    pub body: Bytes,
+}
+
+#[derive(Debug)]
+pub enum FrameError {
+    /// Not even the fixed header prefix is present.
+    Truncated,
+    /// An API key that does not exist or that kshard does not serve.
+    UnknownApiKey(i16),
+    /// A version outside the served range (ApiVersions is answered anyway).
+    UnsupportedVersion {
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    },
+    BadHeader(String),
+}
+
+/// Decodes the request header of one frame (size prefix already removed).
+pub fn parse_request(mut frame: Bytes) -> Result<Request, FrameError> {
+    if frame.len() < 8 {
+        return Err(FrameError::Truncated);
+    }
+    let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
+    let api_version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api_key =
+        ApiKey::try_from(api_key_raw).map_err(|_| FrameError::UnknownApiKey(api_key_raw))?;
+    let range = supported(api_key).ok_or(FrameError::UnknownApiKey(api_key_raw))?;
+    if api_version < range.min_served_version || api_version > range.max_version {
+        return Err(FrameError::UnsupportedVersion {
+            api_key,
+            version: api_version,
+            correlation_id,
+        });
+    }
+    let header_version = api_key.request_header_version(api_version);
+    let header = RequestHeader::decode(&mut frame, header_version)
+        .map_err(|e| FrameError::BadHeader(e.to_string()))?;
+    Ok(Request {
+        api_key,
+        api_version,
+        header,
+        body: frame,
+    })
+}
+
+/// A response ready to write: a size-prefixed frame made of in-memory bytes
+/// and, for Fetch, ranges of segment files sent with sendfile.
+pub enum Chunk {
+    Bytes(Bytes),
+    File(FileSlice),
+}
+
+pub struct Response {
+    pub chunks: Vec<Chunk>,
+}
+
+impl Response {
+    pub fn from_bytes(b: Bytes) -> Self {
+        Response {
+            chunks: vec![Chunk::Bytes(b)],
+        }
+    }
+    pub fn total_len(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(|c| match c {
+                Chunk::Bytes(b) => b.len(),
+                Chunk::File(f) => f.len as usize,
+            })
+            .sum()
+    }
+}
+
+/// Encodes `body` with its response header into one size-prefixed frame.
+pub fn encode_response<M: Encodable>(
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &M,
+) -> Result<Bytes, String> {
+    let header_version = api_key.response_header_version(api_version);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_size = header
+        .compute_size(header_version)
+        .map_err(|e| format!("response header: {e}"))?;
+    let body_size = body
+        .compute_size(api_version)
+        .map_err(|e| format!("{api_key:?} v{api_version} response size: {e}"))?;
+    let mut buf = BytesMut::with_capacity(4 + header_size + body_size);
+    buf.put_i32((header_size + body_size) as i32);
+    header
+        .encode(&mut buf, header_version)
+        .map_err(|e| format!("response header: {e}"))?;
+    body.encode(&mut buf, api_version)
+        .map_err(|e| format!("{api_key:?} v{api_version} response: {e}"))?;
+    debug_assert_eq!(buf.len(), 4 + header_size + body_size);
+    Ok(buf.freeze())
+}
+
+/// Decodes a request body of type `M` at the request's version.
+pub fn decode_body<M: Decodable>(req: &Request) -> Result<M, String> {
+    let mut body = req.body.clone();
+    M::decode(&mut body, req.api_version)
+        .map_err(|e| format!("{:?} v{}: {e}", req.api_key, req.api_version))
+}

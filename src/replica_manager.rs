@@ -1,0 +1,402 @@
+//! Kafka's ReplicaManager, one per shard: the partitions this shard owns and
+//! the partition-level work of Produce, Fetch, ListOffsets, DeleteRecords and
+//! OffsetForLeaderEpoch. Everything here is synchronous: it runs on the
+//! owning shard, in the order requests arrived.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+
+use kshard_shards::log::validate::Validator;
+use kshard_shards::log::FileSlice;
+
+use crate::metadata_cache::TopicInfo;
+use crate::partition::Partition;
+use crate::protocol::errors;
+use crate::shard_context::CheckpointEntry;
+
+pub struct ProducePart {
+    pub topic: String,
+    pub partition: i32,
+    pub records: Bytes,
+}
+
+#[derive(Clone, Debug)]
+pub struct ProducePartResult {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+pub struct FetchPart {
+    pub topic: String,
+    pub partition: i32,
+    pub fetch_offset: i64,
+    pub max_bytes: u32,
+    /// Kafka returns at least one whole batch for the first partition that
+    /// has data, even above the byte limits, so consumers always progress.
+    pub min_one_batch: bool,
+    pub current_leader_epoch: i32,
+}
+
+#[derive(Clone, Debug)]
+pub struct FetchPartResult {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub slice: Option<FileSlice>,
+}
+
+pub struct ListOffsetsPart {
+    pub topic: String,
+    pub partition: i32,
+    pub timestamp: i64,
+    pub current_leader_epoch: i32,
+}
+
+#[derive(Clone, Debug)]
+pub struct ListOffsetsPartResult {
+    pub error_code: i16,
+    pub timestamp: i64,
+    pub offset: i64,
+    pub leader_epoch: i32,
+}
+
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+
+pub struct ReplicaManager {
+    log_dir: PathBuf,
+    /// topic -> partition -> state; looked up by &str without allocating.
+    topics: HashMap<String, HashMap<i32, Partition>>,
+    validator: Validator,
+    /// Offsets read from the broker checkpoints at start-up.
+    startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
+    producer_id_expiration_ms: i64,
+}
+
+fn leader_epoch_error(requested: i32, current: i32) -> Option<i16> {
+    if requested < 0 || requested == current {
+        None
+    } else if requested < current {
+        Some(errors::FENCED_LEADER_EPOCH)
+    } else {
+        Some(errors::UNKNOWN_LEADER_EPOCH)
+    }
+}
+
+impl ReplicaManager {
+    pub fn new(
+        log_dir: PathBuf,
+        startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
+        producer_id_expiration_ms: i64,
+    ) -> Self {
+        ReplicaManager {
+            log_dir,
+            topics: HashMap::new(),
+            validator: Validator::new(),
+            startup_checkpoints,
+            producer_id_expiration_ms,
+        }
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<&Partition> {
+        self.topics.get(topic).and_then(|t| t.get(&partition))
+    }
+
+    pub fn partition_ids(&self, topic: &str) -> Vec<i32> {
+        self.topics
+            .get(topic)
+            .map(|t| t.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.topics.values().map(|t| t.len()).sum()
+    }
+
+    /// Opens (or creates) the logs of `partitions` of `topic` on this shard.
+    pub fn open_partitions(
+        &mut self,
+        topic: &TopicInfo,
+        partitions: &[i32],
+        now_ms: i64,
+    ) -> io::Result<()> {
+        for &p in partitions {
+            if self.partition(&topic.name, p).is_some() {
+                continue;
+            }
+            let (recovery_point, log_start) = self
+                .startup_checkpoints
+                .remove(&(topic.name.clone(), p))
+                .unwrap_or((0, 0));
+            let leader_epoch = topic
+                .partitions
+                .iter()
+                .find(|pi| pi.partition == p)
+                .map(|pi| pi.leader_epoch)
+                .unwrap_or(0);
+            let partition = Partition::open(
+                &self.log_dir,
+                &topic.name,
+                p,
+                topic.topic_id,
+                topic.config.clone(),
+                recovery_point,
+                log_start,
+                leader_epoch,
+                self.producer_id_expiration_ms,
+                now_ms,
+            )?;
+            self.topics
+                .entry(topic.name.clone())
+                .or_default()
+                .insert(p, partition);
+        }
+        Ok(())
+    }
+
+    pub fn update_topic_config(&mut self, topic: &TopicInfo) {
+        if let Some(parts) = self.topics.get_mut(&topic.name) {
+            for p in parts.values_mut() {
+                p.set_config(topic.config.clone());
+            }
+        }
+    }
+
+    /// Deletes every log of `topic` on this shard.
+    pub fn delete_topic(&mut self, topic: &str) -> io::Result<()> {
+        if let Some(parts) = self.topics.remove(topic) {
+            for (_, p) in parts {
+                p.log.delete()?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn append(&mut self, part: &ProducePart, now_ms: i64) -> ProducePartResult {
+        let Some(partition) = self
+            .topics
+            .get_mut(part.topic.as_str())
+            .and_then(|t| t.get_mut(&part.partition))
+        else {
+            return ProducePartResult {
+                error_code: errors::UNKNOWN_TOPIC_OR_PARTITION,
+                error_message: None,
+                base_offset: -1,
+                log_append_time_ms: -1,
+                log_start_offset: -1,
+            };
+        };
+        match partition.append_records_as_leader(&part.records, &mut self.validator, now_ms) {
+            Ok(r) => ProducePartResult {
+                error_code: errors::NONE,
+                error_message: None,
+                base_offset: r.base_offset,
+                log_append_time_ms: r.log_append_time_ms,
+                log_start_offset: r.log_start_offset,
+            },
+            Err(e) => ProducePartResult {
+                error_code: e.error_code,
+                error_message: Some(e.message),
+                base_offset: -1,
+                log_append_time_ms: -1,
+                log_start_offset: partition.log.log_start_offset(),
+            },
+        }
+    }
+
+    pub fn read(&self, part: &FetchPart, byte_budget: &mut u32) -> FetchPartResult {
+        let Some(partition) = self.partition(&part.topic, part.partition) else {
+            return FetchPartResult {
+                error_code: errors::UNKNOWN_TOPIC_OR_PARTITION,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                slice: None,
+            };
+        };
+        if let Some(code) = leader_epoch_error(part.current_leader_epoch, partition.leader_epoch) {
+            return FetchPartResult {
+                error_code: code,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                slice: None,
+            };
+        }
+        let max_bytes = part.max_bytes.min(*byte_budget);
+        let r = partition.read(part.fetch_offset, max_bytes, part.min_one_batch);
+        if let Some(s) = &r.slice {
+            *byte_budget = byte_budget.saturating_sub(s.len);
+        }
+        FetchPartResult {
+            error_code: r.error_code,
+            high_watermark: r.high_watermark,
+            last_stable_offset: r.last_stable_offset,
+            log_start_offset: r.log_start_offset,
+            slice: r.slice,
+        }
+    }
+
+    /// True when a delayed fetch waiting at `fetch_offset` can complete.
+    pub fn has_data_beyond(&self, topic: &str, partition: i32, fetch_offset: i64) -> bool {
+        match self.partition(topic, partition) {
+            Some(p) => p.high_watermark() > fetch_offset || fetch_offset < p.log.log_start_offset(),
+            // A deleted partition completes the wait so the error is reported.
+            None => true,
+        }
+    }
+
+    pub fn list_offset(&self, part: &ListOffsetsPart) -> ListOffsetsPartResult {
+        let fail = |code| ListOffsetsPartResult {
+            error_code: code,
+            timestamp: -1,
+            offset: -1,
+            leader_epoch: -1,
+        };
+        let Some(p) = self.partition(&part.topic, part.partition) else {
+            return fail(errors::UNKNOWN_TOPIC_OR_PARTITION);
+        };
+        if let Some(code) = leader_epoch_error(part.current_leader_epoch, p.leader_epoch) {
+            return fail(code);
+        }
+        let ok = |offset: i64, timestamp: i64| ListOffsetsPartResult {
+            error_code: errors::NONE,
+            timestamp,
+            offset,
+            leader_epoch: p.leader_epoch_cache.epoch_for_offset(offset),
+        };
+        match part.timestamp {
+            LATEST_TIMESTAMP | LATEST_TIERED_TIMESTAMP => ok(p.high_watermark(), -1),
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => ok(p.log.log_start_offset(), -1),
+            MAX_TIMESTAMP => match p.log.offset_of_max_timestamp() {
+                Ok(Some((offset, ts))) => ok(offset, ts),
+                Ok(None) => ListOffsetsPartResult {
+                    error_code: errors::NONE,
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: -1,
+                },
+                Err(_) => fail(errors::KAFKA_STORAGE_ERROR),
+            },
+            ts if ts >= 0 => match p.log.offset_for_timestamp(ts) {
+                Ok(Some((offset, found_ts))) => ok(offset, found_ts),
+                Ok(None) => ListOffsetsPartResult {
+                    error_code: errors::NONE,
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: -1,
+                },
+                Err(_) => fail(errors::KAFKA_STORAGE_ERROR),
+            },
+            _ => fail(errors::INVALID_REQUEST),
+        }
+    }
+
+    /// DeleteRecords: offset -1 means the high watermark.
+    pub fn delete_records(&mut self, topic: &str, partition: i32, offset: i64) -> (i16, i64) {
+        let Some(p) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.get_mut(&partition))
+        else {
+            return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1);
+        };
+        let hw = p.high_watermark();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return (errors::OFFSET_OUT_OF_RANGE, -1);
+        }
+        match p.log.delete_records_before(target) {
+            Ok(low) => (errors::NONE, low),
+            Err(e) => {
+                log::error!("delete records {topic}-{partition} before {target}: {e}");
+                (errors::KAFKA_STORAGE_ERROR, -1)
+            }
+        }
+    }
+
+    pub fn offset_for_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> (i16, i32, i64) {
+        let Some(p) = self.partition(topic, partition) else {
+            return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+        };
+        if let Some(code) = leader_epoch_error(current_leader_epoch, p.leader_epoch) {
+            return (code, -1, -1);
+        }
+        let (epoch, end) = p
+            .leader_epoch_cache
+            .end_offset_for(leader_epoch, p.log.log_end_offset());
+        (errors::NONE, epoch, end)
+    }
+
+    /// Periodic work: time-based flush and retention.
+    pub fn maintenance(&mut self, now_ms: i64, run_retention: bool) {
+        for parts in self.topics.values_mut() {
+            for p in parts.values_mut() {
+                if let Err(e) = p.log.maybe_flush(now_ms) {
+                    log::error!("flush {}-{}: {e}", p.topic, p.partition);
+                }
+                if run_retention {
+                    match p.log.delete_old_segments(now_ms) {
+                        Ok(0) => {}
+                        Ok(bytes) => log::info!(
+                            "retention removed {bytes} bytes from {}-{}",
+                            p.topic,
+                            p.partition
+                        ),
+                        Err(e) => log::error!("retention {}-{}: {e}", p.topic, p.partition),
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn checkpoints(&self) -> Vec<CheckpointEntry> {
+        let mut out = Vec::with_capacity(self.partition_count());
+        for parts in self.topics.values() {
+            for p in parts.values() {
+                out.push(CheckpointEntry {
+                    topic: p.topic.clone(),
+                    partition: p.partition,
+                    recovery_point: p.log.recovery_point(),
+                    log_start_offset: p.log.log_start_offset(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Clean shutdown: flush and close every log; returns final checkpoints.
+    pub fn close_all(&mut self) -> Vec<CheckpointEntry> {
+        let mut out = Vec::new();
+        for (topic, parts) in self.topics.drain() {
+            for (partition, p) in parts {
+                match p.close() {
+                    Ok((leo, lso)) => out.push(CheckpointEntry {
+                        topic: topic.clone(),
+                        partition,
+                        recovery_point: leo,
+                        log_start_offset: lso,
+                    }),
+                    Err(e) => log::error!("closing {topic}-{partition}: {e}"),
+                }
+            }
+        }
+        out
+    }
+}

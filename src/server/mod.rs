@@ -1,0 +1,329 @@
+//! Broker start-up and shutdown: opens the metadata store and the checkpoint
+//! files, starts one shard per core, and on SIGTERM closes every log and
+//! writes the checkpoints so the next start needs no recovery.
+
+pub mod connection;
+pub mod sendfile;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use glommio::net::TcpListener;
+
+use kshard_shards::log::checkpoint::OffsetCheckpointFile;
+use kshard_shards::mailbox::MailboxBuilder;
+
+use crate::config::BrokerConfig;
+use crate::controller::Controller;
+use crate::metadata::embedded::EmbeddedStore;
+use crate::metadata_cache::MetadataCache;
+use crate::replica_manager::ReplicaManager;
+use crate::shard_context::{
+    now_ms, CheckpointEntry, ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD,
+};
+
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+
+fn write_meta_properties(log_dir: &Path, broker_id: i32, cluster_id: &str) -> Result<(), String> {
+    let path = log_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        for line in text.lines() {
+            if let Some(v) = line.strip_prefix("broker.id=") {
+                if v.trim() != broker_id.to_string() {
+                    return Err(format!(
+                        "{}: broker.id {} does not match configured broker.id {broker_id}",
+                        path.display(),
+                        v.trim()
+                    ));
+                }
+            }
+            if let Some(v) = line.strip_prefix("cluster.id=") {
+                if v.trim() != cluster_id {
+                    return Err(format!(
+                        "{}: cluster.id {} does not match the metadata store's {cluster_id}",
+                        path.display(),
+                        v.trim()
+                    ));
+                }
+            }
+        }
+        return Ok(());
+    }
+    let text = format!(
+        "#\n#Written by kshard\ncluster.id={cluster_id}\nversion=0\nbroker.id={broker_id}\n"
+    );
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+    f.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+    f.sync_all().map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, &path).map_err(|e| e.to_string())
+}
+
+fn read_checkpoints(log_dir: &Path) -> Result<HashMap<(String, i32), (i64, i64)>, String> {
+    let rp = OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT))
+        .read()
+        .map_err(|e| format!("{RECOVERY_POINT_CHECKPOINT}: {e}"))?;
+    let ls = OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT))
+        .read()
+        .map_err(|e| format!("{LOG_START_OFFSET_CHECKPOINT}: {e}"))?;
+    let mut map: HashMap<(String, i32), (i64, i64)> = HashMap::new();
+    for (t, p, o) in rp {
+        map.entry((t, p)).or_insert((0, 0)).0 = o;
+    }
+    for (t, p, o) in ls {
+        map.entry((t, p)).or_insert((0, 0)).1 = o;
+    }
+    Ok(map)
+}
+
+pub fn write_checkpoints(log_dir: &Path, entries: &[CheckpointEntry]) -> std::io::Result<()> {
+    let rp: Vec<(String, i32, i64)> = entries
+        .iter()
+        .map(|e| (e.topic.clone(), e.partition, e.recovery_point))
+        .collect();
+    let ls: Vec<(String, i32, i64)> = entries
+        .iter()
+        .map(|e| (e.topic.clone(), e.partition, e.log_start_offset))
+        .collect();
+    OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT)).write(&rp)?;
+    OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT)).write(&ls)
+}
+
+/// Runs the broker until SIGTERM/SIGINT.
+pub fn run(config: BrokerConfig) -> Result<(), String> {
+    let config = Arc::new(config);
+    let log_dir: PathBuf = config.log_dirs[0].clone();
+    if config.log_dirs.len() > 1 {
+        log::warn!(
+            "log.dirs has {} entries; this version stores every partition in the first, {}",
+            config.log_dirs.len(),
+            log_dir.display()
+        );
+    }
+    std::fs::create_dir_all(&log_dir)
+        .map_err(|e| format!("log.dirs {}: {e}", log_dir.display()))?;
+    let store = EmbeddedStore::open(&config.metadata_dir())
+        .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
+    let mut controller = Controller::open(store, config.clone())?;
+    let image = controller.build_image()?;
+    write_meta_properties(&log_dir, config.effective_broker_id(), &image.cluster_id)?;
+    let checkpoints = read_checkpoints(&log_dir)?;
+    let metadata = Arc::new(MetadataCache::new(image));
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())
+        .map_err(|e| e.to_string())?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())
+        .map_err(|e| e.to_string())?;
+
+    let nr_shards = config.num_shards.max(1);
+    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(nr_shards, 4096);
+    let controller_slot = Arc::new(Mutex::new(Some(controller)));
+    let final_checkpoints: Arc<Mutex<Vec<CheckpointEntry>>> = Arc::new(Mutex::new(Vec::new()));
+    let startup_errors: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    // Each shard gets the checkpoint entries of the partitions it owns.
+    let mut per_shard: Vec<HashMap<(String, i32), (i64, i64)>> =
+        (0..nr_shards).map(|_| HashMap::new()).collect();
+    for (k, v) in checkpoints {
+        let owner = kshard_shards::placement::shard_for(&k.0, k.1, nr_shards);
+        per_shard[owner].insert(k, v);
+    }
+    let per_shard = Arc::new(Mutex::new(
+        per_shard.into_iter().map(Some).collect::<Vec<_>>(),
+    ));
+    let started_at_ms = now_ms();
+    log::info!(
+        "starting kshard broker {} with {nr_shards} shards, data in {}",
+        config.effective_broker_id(),
+        log_dir.display()
+    );
+
+    let body = {
+        let config = config.clone();
+        let metadata = metadata.clone();
+        let shutdown = shutdown.clone();
+        let final_checkpoints = final_checkpoints.clone();
+        let startup_errors = startup_errors.clone();
+        let log_dir = log_dir.clone();
+        move |shard_id: usize| {
+            let config = config.clone();
+            let metadata = metadata.clone();
+            let shutdown = shutdown.clone();
+            let mailbox = mailbox.clone();
+            let controller = if shard_id == CONTROLLER_SHARD {
+                controller_slot.lock().expect("controller slot").take()
+            } else {
+                None
+            };
+            let checkpoints = per_shard.lock().expect("checkpoints")[shard_id]
+                .take()
+                .unwrap_or_default();
+            let final_checkpoints = final_checkpoints.clone();
+            let startup_errors = startup_errors.clone();
+            let log_dir = log_dir.clone();
+            async move {
+                let rm = ReplicaManager::new(
+                    log_dir.clone(),
+                    checkpoints,
+                    config.producer_id_expiration_ms as i64,
+                );
+                let ctx = Rc::new(ShardContext::new(
+                    shard_id,
+                    nr_shards,
+                    config.clone(),
+                    log_dir.clone(),
+                    metadata.clone(),
+                    rm,
+                    controller,
+                    now_ms(),
+                ));
+                // Open this shard's partitions (recovery runs in parallel across shards).
+                let image = metadata.image();
+                for topic in image.topics.values() {
+                    let mine: Vec<i32> = topic
+                        .partitions
+                        .iter()
+                        .map(|p| p.partition)
+                        .filter(|p| ctx.owner_of(&topic.name, *p) == shard_id)
+                        .collect();
+                    if mine.is_empty() {
+                        continue;
+                    }
+                    if let Err(e) = ctx.replica_manager.borrow_mut().open_partitions(
+                        topic,
+                        &mine,
+                        now_ms() as i64,
+                    ) {
+                        startup_errors
+                            .lock()
+                            .expect("errors")
+                            .push(format!("opening {}: {e}", topic.name));
+                        shutdown.store(true, Ordering::SeqCst);
+                    }
+                }
+                let mb = mailbox.join(shard_id, ctx.handler()).await;
+                ctx.set_mailbox(mb);
+                glommio::spawn_local(ctx.clone().run_purgatory_ticker()).detach();
+                glommio::spawn_local(maintenance_loop(ctx.clone())).detach();
+                let listeners: Vec<TcpListener> = config
+                    .listeners
+                    .iter()
+                    .filter_map(|l| match TcpListener::bind((l.host.as_str(), l.port)) {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            startup_errors.lock().expect("errors").push(format!(
+                                "listeners={}: cannot bind: {e}",
+                                l.connection_string()
+                            ));
+                            shutdown.store(true, Ordering::SeqCst);
+                            None
+                        }
+                    })
+                    .collect();
+                let mut accept_tasks = Vec::new();
+                for listener in listeners {
+                    let ctx = ctx.clone();
+                    accept_tasks.push(glommio::spawn_local(async move {
+                        loop {
+                            match listener.accept().await {
+                                Ok(stream) => {
+                                    let _ = stream.set_nodelay(true);
+                                    glommio::spawn_local(connection::serve(ctx.clone(), stream))
+                                        .detach();
+                                }
+                                Err(e) => {
+                                    log::warn!("accept failed: {e}");
+                                    glommio::timer::sleep(Duration::from_millis(10)).await;
+                                }
+                            }
+                        }
+                    }));
+                }
+                if shard_id == CONTROLLER_SHARD {
+                    log::info!(
+                        "kshard started in {} ms, serving on {:?}",
+                        now_ms() - started_at_ms,
+                        config
+                            .listeners
+                            .iter()
+                            .map(|l| l.connection_string())
+                            .collect::<Vec<_>>()
+                    );
+                }
+                while !shutdown.load(Ordering::SeqCst) {
+                    glommio::timer::sleep(Duration::from_millis(50)).await;
+                }
+                ctx.shutting_down.set(true);
+                for t in accept_tasks {
+                    t.cancel().await;
+                }
+                // Let parked fetches and in-flight appends finish.
+                ctx.fetch_purgatory
+                    .borrow_mut()
+                    .advance_clock(&ctx, u64::MAX / 2);
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+                let entries = ctx.replica_manager.borrow_mut().close_all();
+                final_checkpoints
+                    .lock()
+                    .expect("checkpoints")
+                    .extend(entries);
+            }
+        }
+    };
+    kshard_shards::shard::run_shards(nr_shards, true, body).map_err(|e| e.to_string())?;
+    let errors = startup_errors.lock().expect("errors").clone();
+    let entries = final_checkpoints.lock().expect("checkpoints").clone();
+    write_checkpoints(&log_dir, &entries).map_err(|e| format!("writing checkpoints: {e}"))?;
+    log::info!(
+        "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied",
+        sendfile::SENDFILE_BYTES.load(Ordering::Relaxed),
+        sendfile::COPIED_BYTES.load(Ordering::Relaxed)
+    );
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    Ok(())
+}
+
+/// Time-based flush, retention, and (on the controller shard) the broker
+/// checkpoint files.
+async fn maintenance_loop(ctx: Rc<ShardContext>) {
+    let retention_every_ms = ctx.config.log_retention_check_interval_ms.max(1) as u64;
+    let checkpoint_every_ms = ctx.config.log_flush_offset_checkpoint_interval_ms.max(1) as u64;
+    let mut last_retention = now_ms();
+    let mut last_checkpoint = now_ms();
+    while !ctx.shutting_down.get() {
+        glommio::timer::sleep(Duration::from_millis(200)).await;
+        if ctx.shutting_down.get() {
+            return;
+        }
+        let now = now_ms();
+        let run_retention = now - last_retention >= retention_every_ms;
+        if run_retention {
+            last_retention = now;
+        }
+        ctx.replica_manager
+            .borrow_mut()
+            .maintenance(now as i64, run_retention);
+        if ctx.shard_id == CONTROLLER_SHARD && now - last_checkpoint >= checkpoint_every_ms {
+            last_checkpoint = now;
+            let mut entries = ctx.replica_manager.borrow().checkpoints();
+            for shard in 1..ctx.nr_shards {
+                if let Ok(ShardResponse::Checkpoints(e)) =
+                    ctx.call(shard, ShardRequest::CollectCheckpoints).await
+                {
+                    entries.extend(e);
+                }
+            }
+            if let Err(e) = write_checkpoints(&ctx.log_dir, &entries) {
+                log::error!("writing checkpoints: {e}");
+            }
+        }
+    }
+}

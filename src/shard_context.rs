@@ -1,0 +1,288 @@
+//! What one shard owns and serves: its partitions (ReplicaManager), its fetch
+//! purgatory, its fetch sessions, and its end of the cross-shard mailbox.
+//! One `ShardContext` per executor, shared by that executor's tasks via `Rc`.
+
+use std::cell::{Cell, RefCell};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+
+use kshard_shards::mailbox::{LocalBoxFuture, Mailbox, ShardUnavailable};
+use kshard_shards::placement;
+use kshard_shards::timer::purgatory::Purgatory;
+
+use crate::config::BrokerConfig;
+use crate::controller::Controller;
+use crate::delayed_fetch::DelayedFetch;
+use crate::fetch_session::FetchSessionCache;
+use crate::metadata_cache::{MetadataCache, TopicInfo};
+use crate::protocol::Response;
+use crate::replica_manager::{
+    FetchPart, FetchPartResult, ListOffsetsPart, ListOffsetsPartResult, ProducePart,
+    ProducePartResult, ReplicaManager,
+};
+
+/// Work one shard asks of another. Partition work goes to the partition's
+/// owner; metadata changes go to the controller shard (0).
+pub enum ShardRequest {
+    Produce {
+        parts: Vec<ProducePart>,
+    },
+    Fetch {
+        parts: Vec<FetchPart>,
+        isolation_level: i8,
+    },
+    /// Long-poll: reply when any listed partition's high watermark passes
+    /// its fetch offset, or after `max_wait_ms`.
+    WaitForData {
+        parts: Vec<(String, i32, i64)>,
+        max_wait_ms: u64,
+    },
+    ListOffsets {
+        parts: Vec<ListOffsetsPart>,
+        isolation_level: i8,
+    },
+    DeleteRecords {
+        parts: Vec<(String, i32, i64)>,
+    },
+    OffsetForLeaderEpoch {
+        parts: Vec<(String, i32, i32, i32)>,
+    },
+    /// From the controller: open (creating if needed) logs for partitions.
+    OpenLogs {
+        topic: Arc<TopicInfo>,
+        partitions: Vec<i32>,
+    },
+    /// From the controller: delete a topic's logs on this shard.
+    DeleteLogs {
+        topic: String,
+    },
+    /// From the controller: a topic's config changed.
+    UpdateTopicConfig {
+        topic: Arc<TopicInfo>,
+    },
+    /// A request that runs on the controller shard (topic admin).
+    Forward {
+        api_key: ApiKey,
+        api_version: i16,
+        header: RequestHeader,
+        body: Bytes,
+    },
+    AutoCreateTopics {
+        names: Vec<String>,
+    },
+    AllocateProducerId,
+    /// Offsets for the broker-level checkpoint files.
+    CollectCheckpoints,
+}
+
+pub enum ShardResponse {
+    Produce(Vec<ProducePartResult>),
+    Fetch(Vec<FetchPartResult>),
+    ListOffsets(Vec<ListOffsetsPartResult>),
+    /// (error code, new low watermark) per part.
+    DeleteRecords(Vec<(i16, i64)>),
+    /// (error code, leader epoch, end offset) per part.
+    OffsetForLeaderEpoch(Vec<(i16, i32, i64)>),
+    Forwarded(Result<Option<Response>, String>),
+    /// Error code per requested topic.
+    AutoCreated(Vec<i16>),
+    ProducerId(Result<i64, i16>),
+    Checkpoints(Vec<CheckpointEntry>),
+    Done,
+}
+
+#[derive(Clone, Debug)]
+pub struct CheckpointEntry {
+    pub topic: String,
+    pub partition: i32,
+    pub recovery_point: i64,
+    pub log_start_offset: i64,
+}
+
+pub type ShardMailbox = Mailbox<ShardRequest, ShardResponse>;
+
+pub const CONTROLLER_SHARD: usize = 0;
+
+pub struct ShardContext {
+    pub shard_id: usize,
+    pub nr_shards: usize,
+    pub config: Arc<BrokerConfig>,
+    pub log_dir: PathBuf,
+    pub metadata: Arc<MetadataCache>,
+    pub replica_manager: RefCell<ReplicaManager>,
+    pub fetch_purgatory: RefCell<Purgatory<(String, i32), DelayedFetch, ShardContext>>,
+    pub fetch_sessions: RefCell<FetchSessionCache>,
+    /// Only on the controller shard.
+    pub controller: Option<RefCell<Controller>>,
+    mailbox: RefCell<Option<Rc<ShardMailbox>>>,
+    /// Wakes the purgatory ticker when an earlier deadline arrives.
+    ticker_wake: Cell<Option<u64>>,
+    ticker_notify: RefCell<Option<std::task::Waker>>,
+    pub shutting_down: Cell<bool>,
+}
+
+impl ShardContext {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        shard_id: usize,
+        nr_shards: usize,
+        config: Arc<BrokerConfig>,
+        log_dir: PathBuf,
+        metadata: Arc<MetadataCache>,
+        replica_manager: ReplicaManager,
+        controller: Option<Controller>,
+        now_ms: u64,
+    ) -> Self {
+        assert!(shard_id < nr_shards);
+        assert_eq!(controller.is_some(), shard_id == CONTROLLER_SHARD);
+        ShardContext {
+            shard_id,
+            nr_shards,
+            config,
+            log_dir,
+            metadata,
+            replica_manager: RefCell::new(replica_manager),
+            fetch_purgatory: RefCell::new(Purgatory::new("fetch", 1, 512, now_ms)),
+            fetch_sessions: RefCell::new(FetchSessionCache::new(shard_id, nr_shards, 1000)),
+            controller: controller.map(RefCell::new),
+            mailbox: RefCell::new(None),
+            ticker_wake: Cell::new(None),
+            ticker_notify: RefCell::new(None),
+            shutting_down: Cell::new(false),
+        }
+    }
+
+    pub fn set_mailbox(&self, mailbox: Rc<ShardMailbox>) {
+        *self.mailbox.borrow_mut() = Some(mailbox);
+    }
+
+    #[inline]
+    pub fn owner_of(&self, topic: &str, partition: i32) -> usize {
+        placement::shard_for(topic, partition, self.nr_shards)
+    }
+
+    /// Calls another shard; `target` must not be this shard.
+    pub async fn call(
+        &self,
+        target: usize,
+        req: ShardRequest,
+    ) -> Result<ShardResponse, ShardUnavailable> {
+        debug_assert_ne!(target, self.shard_id);
+        let mailbox = self
+            .mailbox
+            .borrow()
+            .clone()
+            .ok_or(ShardUnavailable(target))?;
+        mailbox.call(target, req).await
+    }
+
+    /// Runs `req` here if `target` is this shard, else through the mailbox.
+    pub async fn run_on(
+        self: &Rc<Self>,
+        target: usize,
+        req: ShardRequest,
+    ) -> Result<ShardResponse, ShardUnavailable> {
+        if target == self.shard_id {
+            Ok(crate::shard_handler::handle_shard_request(self.clone(), req).await)
+        } else {
+            self.call(target, req).await
+        }
+    }
+
+    pub fn handler(
+        self: &Rc<Self>,
+    ) -> impl Fn(ShardRequest) -> LocalBoxFuture<ShardResponse> + 'static {
+        let ctx = self.clone();
+        move |req| crate::shard_handler::handle_shard_request(ctx.clone(), req)
+    }
+
+    /// Registers a delayed fetch and makes sure the ticker wakes by its deadline.
+    pub fn watch_fetch(&self, op: DelayedFetch, deadline_ms: u64, keys: &[(String, i32)]) {
+        let completed =
+            self.fetch_purgatory
+                .borrow_mut()
+                .try_complete_else_watch(self, op, deadline_ms, keys);
+        if !completed {
+            self.wake_ticker_by(deadline_ms);
+        }
+    }
+
+    /// Completes delayed fetches watching a partition whose HW moved.
+    pub fn on_high_watermark_advanced(&self, topic: &str, partition: i32) {
+        let mut purgatory = self.fetch_purgatory.borrow_mut();
+        if purgatory.watched_count() == 0 {
+            return;
+        }
+        purgatory.check_and_complete(self, &(topic.to_string(), partition));
+    }
+
+    fn wake_ticker_by(&self, deadline_ms: u64) {
+        let planned = self.ticker_wake.get();
+        if planned.is_none_or(|p| deadline_ms < p) {
+            self.ticker_wake.set(Some(deadline_ms));
+            if let Some(w) = self.ticker_notify.borrow_mut().take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// The purgatory ticker: advances the timing wheel to the next deadline.
+    pub async fn run_purgatory_ticker(self: Rc<Self>) {
+        loop {
+            if self.shutting_down.get() {
+                return;
+            }
+            let now = now_ms();
+            self.fetch_purgatory.borrow_mut().advance_clock(&self, now);
+            let next = self.fetch_purgatory.borrow().next_expiration_ms();
+            // Sleep until the next bucket expires, at most 100 ms so shutdown is noticed.
+            let wake_at = next.unwrap_or(now + 100).min(now + 100).max(now + 1);
+            self.ticker_wake.set(Some(wake_at));
+            let sleep_ms = wake_at.saturating_sub(now);
+            let me = self.clone();
+            let woken = futures_lite::future::or(
+                async {
+                    glommio::timer::sleep(Duration::from_millis(sleep_ms)).await;
+                },
+                TickerWait {
+                    ctx: &me,
+                    armed: false,
+                },
+            );
+            woken.await;
+        }
+    }
+}
+
+/// Resolves when `wake_ticker_by` is called with an earlier deadline.
+struct TickerWait<'a> {
+    ctx: &'a ShardContext,
+    armed: bool,
+}
+
+impl std::future::Future for TickerWait<'_> {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.armed && self.ctx.ticker_notify.borrow().is_none() {
+            return std::task::Poll::Ready(());
+        }
+        self.armed = true;
+        *self.ctx.ticker_notify.borrow_mut() = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    }
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

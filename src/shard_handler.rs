@@ -1,0 +1,203 @@
+//! Runs a `ShardRequest` on the shard that received it: partition work on the
+//! owning shard, topic admin on the controller shard. The synchronous part
+//! (appends in particular) runs before the returned future is first polled,
+//! so requests are applied in arrival order.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use kshard_shards::mailbox::LocalBoxFuture;
+use kshard_shards::oneshot;
+
+use crate::delayed_fetch::DelayedFetch;
+use crate::handlers;
+use crate::protocol::{errors, Request};
+use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
+
+pub fn handle_shard_request(
+    ctx: Rc<ShardContext>,
+    req: ShardRequest,
+) -> LocalBoxFuture<ShardResponse> {
+    match req {
+        ShardRequest::Produce { parts } => {
+            let now = now_ms() as i64;
+            let results: Vec<_> = {
+                let mut rm = ctx.replica_manager.borrow_mut();
+                parts.iter().map(|p| rm.append(p, now)).collect()
+            };
+            for (p, r) in parts.iter().zip(&results) {
+                if r.error_code == errors::NONE {
+                    ctx.on_high_watermark_advanced(&p.topic, p.partition);
+                }
+            }
+            Box::pin(async move { ShardResponse::Produce(results) })
+        }
+        ShardRequest::Fetch {
+            parts,
+            isolation_level: _,
+        } => {
+            let rm = ctx.replica_manager.borrow();
+            let mut budget = u32::MAX;
+            let results = parts.iter().map(|p| rm.read(p, &mut budget)).collect();
+            Box::pin(async move { ShardResponse::Fetch(results) })
+        }
+        ShardRequest::WaitForData { parts, max_wait_ms } => {
+            let (tx, rx) = oneshot::channel();
+            let keys: Vec<(String, i32)> = parts.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+            let op = DelayedFetch {
+                parts,
+                done: Some(tx),
+            };
+            ctx.watch_fetch(op, now_ms() + max_wait_ms, &keys);
+            Box::pin(async move {
+                let _ = rx.await;
+                ShardResponse::Done
+            })
+        }
+        ShardRequest::ListOffsets {
+            parts,
+            isolation_level: _,
+        } => {
+            let rm = ctx.replica_manager.borrow();
+            let results = parts.iter().map(|p| rm.list_offset(p)).collect();
+            Box::pin(async move { ShardResponse::ListOffsets(results) })
+        }
+        ShardRequest::DeleteRecords { parts } => {
+            let mut rm = ctx.replica_manager.borrow_mut();
+            let results = parts
+                .iter()
+                .map(|(t, p, o)| rm.delete_records(t, *p, *o))
+                .collect();
+            Box::pin(async move { ShardResponse::DeleteRecords(results) })
+        }
+        ShardRequest::OffsetForLeaderEpoch { parts } => {
+            let rm = ctx.replica_manager.borrow();
+            let results = parts
+                .iter()
+                .map(|(t, p, cur, epoch)| rm.offset_for_leader_epoch(t, *p, *cur, *epoch))
+                .collect();
+            Box::pin(async move { ShardResponse::OffsetForLeaderEpoch(results) })
+        }
+        ShardRequest::OpenLogs { topic, partitions } => {
+            let r = ctx.replica_manager.borrow_mut().open_partitions(
+                &topic,
+                &partitions,
+                now_ms() as i64,
+            );
+            if let Err(e) = r {
+                log::error!("opening logs of {}: {e}", topic.name);
+            }
+            Box::pin(async move { ShardResponse::Done })
+        }
+        ShardRequest::DeleteLogs { topic } => {
+            let ids = ctx.replica_manager.borrow().partition_ids(&topic);
+            if let Err(e) = ctx.replica_manager.borrow_mut().delete_topic(&topic) {
+                log::error!("deleting logs of {topic}: {e}");
+            }
+            // Fetches parked on the deleted partitions complete with the error.
+            for p in ids {
+                ctx.on_high_watermark_advanced(&topic, p);
+            }
+            ctx.fetch_sessions.borrow_mut().forget_topic(&topic);
+            Box::pin(async move { ShardResponse::Done })
+        }
+        ShardRequest::UpdateTopicConfig { topic } => {
+            ctx.replica_manager.borrow_mut().update_topic_config(&topic);
+            Box::pin(async move { ShardResponse::Done })
+        }
+        ShardRequest::Forward {
+            api_key,
+            api_version,
+            header,
+            body,
+        } => Box::pin(async move {
+            let req = Request {
+                api_key,
+                api_version,
+                header,
+                body,
+            };
+            ShardResponse::Forwarded(handlers::controller_dispatch(&ctx, req).await)
+        }),
+        ShardRequest::AutoCreateTopics { names } => Box::pin(async move {
+            ShardResponse::AutoCreated(crate::controller::auto_create_topics(&ctx, &names).await)
+        }),
+        ShardRequest::AllocateProducerId => {
+            let r = match &ctx.controller {
+                Some(c) => c.borrow_mut().allocate_producer_id(),
+                None => Err(errors::NOT_CONTROLLER),
+            };
+            Box::pin(async move { ShardResponse::ProducerId(r) })
+        }
+        ShardRequest::CollectCheckpoints => {
+            let entries = ctx.replica_manager.borrow().checkpoints();
+            Box::pin(async move { ShardResponse::Checkpoints(entries) })
+        }
+    }
+}
+
+/// Waits on every listed shard for new data, returning when the first one
+/// reports data (or all time out).
+pub async fn wait_for_data(
+    ctx: &Rc<ShardContext>,
+    by_shard: Vec<(usize, Vec<(String, i32, i64)>)>,
+    max_wait_ms: u64,
+) {
+    let mut waits: Vec<LocalBoxFuture<()>> = Vec::with_capacity(by_shard.len());
+    for (shard, parts) in by_shard {
+        let ctx = ctx.clone();
+        waits.push(Box::pin(async move {
+            let _ = ctx
+                .run_on(shard, ShardRequest::WaitForData { parts, max_wait_ms })
+                .await;
+        }));
+    }
+    let deadline = glommio::timer::sleep(Duration::from_millis(max_wait_ms + 50));
+    futures_lite::future::or(select_first(waits), deadline).await;
+}
+
+async fn select_first(futs: Vec<LocalBoxFuture<()>>) {
+    if futs.is_empty() {
+        return;
+    }
+    let mut futs = futs;
+    std::future::poll_fn(move |cx| {
+        for f in futs.iter_mut() {
+            if f.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// Awaits every future, returning their outputs in order.
+pub async fn join_all<T>(futs: Vec<LocalBoxFuture<T>>) -> Vec<T> {
+    let mut futs: Vec<Option<LocalBoxFuture<T>>> = futs.into_iter().map(Some).collect();
+    let mut out: Vec<Option<T>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for (i, slot) in futs.iter_mut().enumerate() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        out[i] = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(
+                out.iter_mut()
+                    .map(|o| o.take().expect("completed"))
+                    .collect(),
+            )
+        }
+    })
+    .await
+}

@@ -1,0 +1,429 @@
+package kshard.compat;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.Future;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Command-line Kafka client used by the pytest compatibility suite. Each
+ * subcommand prints JSON lines on stdout that the Python test checks; the
+ * record content formula matches compat_util.record() in Python.
+ */
+public final class Client {
+    private static final int TIMEOUT_MS = 60_000;
+
+    public static void main(String[] argv) throws Exception {
+        if (argv.length < 1) {
+            throw new IllegalArgumentException("usage: Client <subcommand> [--key value ...]");
+        }
+        Map<String, String> opts = new HashMap<>();
+        List<String> rest = new ArrayList<>();
+        for (int i = 1; i < argv.length; i++) {
+            if (argv[i].startsWith("--")) {
+                if (i + 1 >= argv.length) {
+                    throw new IllegalArgumentException("missing value for " + argv[i]);
+                }
+                opts.put(argv[i].substring(2), argv[++i]);
+            } else {
+                rest.add(argv[i]);
+            }
+        }
+        switch (argv[0]) {
+            case "create-topics": createTopics(opts, rest); break;
+            case "produce": produce(opts); break;
+            case "consume": consume(opts); break;
+            case "offsets": offsets(opts); break;
+            case "delete-records": deleteRecords(opts); break;
+            case "describe": describe(opts); break;
+            default: throw new IllegalArgumentException("unknown subcommand " + argv[0]);
+        }
+        System.out.flush();
+    }
+
+    private static String need(Map<String, String> opts, String key) {
+        String v = opts.get(key);
+        if (v == null) {
+            throw new IllegalArgumentException("missing --" + key);
+        }
+        return v;
+    }
+
+    private static Admin admin(Map<String, String> opts) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "30000");
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(TIMEOUT_MS));
+        return Admin.create(p);
+    }
+
+    private static KafkaConsumer<byte[], byte[]> consumer(Map<String, String> opts) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+        // No group.id: partitions are assigned by hand and nothing is committed.
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "2000");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        return new KafkaConsumer<>(p);
+    }
+
+    private static List<TopicPartition> partitions(Map<String, String> opts) {
+        String topic = need(opts, "topic");
+        int n = Integer.parseInt(need(opts, "partitions"));
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            tps.add(new TopicPartition(topic, i));
+        }
+        return tps;
+    }
+
+    // --- record content shared with Python ---------------------------------
+
+    static String key(String tag, long i) {
+        return String.format("%s-k%07d", tag, i);
+    }
+
+    static String value(String tag, long i) {
+        StringBuilder sb = new StringBuilder(String.format("%s-v%07d-", tag, i));
+        for (long r = 0; r < i % 13; r++) {
+            sb.append("abcdefghij");
+        }
+        return sb.toString();
+    }
+
+    // --- subcommands --------------------------------------------------------
+
+    private static void createTopics(Map<String, String> opts, List<String> topics) throws Exception {
+        int partitions = Integer.parseInt(need(opts, "partitions"));
+        try (Admin admin = admin(opts)) {
+            List<NewTopic> news = new ArrayList<>();
+            for (String t : topics) {
+                news.add(new NewTopic(t, partitions, (short) 1));
+            }
+            admin.createTopics(news).all().get();
+            Map<String, TopicDescription> desc = describeWithRetry(admin, topics);
+            StringBuilder sb = new StringBuilder("{\"topics\":{");
+            boolean first = true;
+            for (String t : topics) {
+                TopicDescription d = desc.get(t);
+                if (!first) sb.append(',');
+                first = false;
+                sb.append(Json.str(t)).append(":{\"partitions\":").append(d.partitions().size())
+                  .append(",\"leaders\":[");
+                boolean f2 = true;
+                for (TopicPartitionInfo pi : d.partitions()) {
+                    if (!f2) sb.append(',');
+                    f2 = false;
+                    sb.append(pi.leader() == null ? -1 : pi.leader().id());
+                }
+                sb.append("]}");
+            }
+            sb.append("}}");
+            System.out.println(sb);
+        }
+    }
+
+    private static Map<String, TopicDescription> describeWithRetry(Admin admin, Collection<String> topics)
+            throws Exception {
+        long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+        while (true) {
+            try {
+                Map<String, TopicDescription> d = admin.describeTopics(topics).allTopicNames().get();
+                boolean leadersKnown = true;
+                for (TopicDescription td : d.values()) {
+                    for (TopicPartitionInfo pi : td.partitions()) {
+                        if (pi.leader() == null || pi.leader().isEmpty()) leadersKnown = false;
+                    }
+                }
+                if (leadersKnown || System.currentTimeMillis() > deadline) return d;
+            } catch (Exception e) {
+                if (System.currentTimeMillis() > deadline) throw e;
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    private static void produce(Map<String, String> opts) throws Exception {
+        String topic = need(opts, "topic");
+        String tag = opts.getOrDefault("tag", topic);
+        int partitions = Integer.parseInt(need(opts, "partitions"));
+        long start = Long.parseLong(opts.getOrDefault("start", "0"));
+        long count = Long.parseLong(need(opts, "count"));
+        long tsBase = Long.parseLong(need(opts, "ts-base"));
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opts.getOrDefault("codec", "none"));
+        p.put(ProducerConfig.ACKS_CONFIG, opts.getOrDefault("acks", "all"));
+        if (opts.containsKey("idempotence")) {
+            p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, opts.get("idempotence"));
+        }
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (long i = start; i < start + count; i++) {
+                RecordHeaders headers = new RecordHeaders();
+                headers.add("hi", Long.toString(i).getBytes(StandardCharsets.UTF_8));
+                headers.add("ht", tag.getBytes(StandardCharsets.UTF_8));
+                ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(topic, (int) (i % partitions),
+                        tsBase + i, key(tag, i).getBytes(StandardCharsets.UTF_8),
+                        value(tag, i).getBytes(StandardCharsets.UTF_8), headers);
+                futures.add(producer.send(rec));
+            }
+            producer.flush();
+            StringBuilder sb = new StringBuilder();
+            long i = start;
+            for (Future<RecordMetadata> f : futures) {
+                RecordMetadata md = f.get();
+                sb.append("{\"i\":").append(i).append(",\"p\":").append(md.partition())
+                  .append(",\"o\":").append(md.hasOffset() ? md.offset() : -1).append("}\n");
+                i++;
+            }
+            System.out.print(sb);
+        }
+    }
+
+    private static void consume(Map<String, String> opts) throws Exception {
+        List<TopicPartition> tps = partitions(opts);
+        long deadline = System.currentTimeMillis() + Long.parseLong(opts.getOrDefault("timeout-ms", "60000"));
+        StringBuilder sb = new StringBuilder();
+        try (KafkaConsumer<byte[], byte[]> c = consumer(opts)) {
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            Map<TopicPartition, Long> pos = new HashMap<>();
+            for (TopicPartition tp : tps) pos.put(tp, c.position(tp));
+            while (!reached(pos, end)) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("timed out at " + pos + " want " + end);
+                }
+                ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    sb.append("{\"p\":").append(r.partition()).append(",\"o\":").append(r.offset())
+                      .append(",\"ts\":").append(r.timestamp())
+                      .append(",\"tt\":").append(Json.str(r.timestampType().name))
+                      .append(",\"k\":").append(Json.bytes(r.key()))
+                      .append(",\"v\":").append(Json.bytes(r.value())).append(",\"h\":[");
+                    boolean first = true;
+                    for (Header h : r.headers()) {
+                        if (!first) sb.append(',');
+                        first = false;
+                        sb.append('[').append(Json.str(h.key())).append(',').append(Json.bytes(h.value())).append(']');
+                    }
+                    sb.append("]}\n");
+                }
+                for (TopicPartition tp : tps) pos.put(tp, c.position(tp));
+            }
+        }
+        System.out.print(sb);
+    }
+
+    private static boolean reached(Map<TopicPartition, Long> pos, Map<TopicPartition, Long> end) {
+        for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
+            if (pos.get(e.getKey()) < e.getValue()) return false;
+        }
+        return true;
+    }
+
+    private static void offsets(Map<String, String> opts) throws Exception {
+        List<TopicPartition> tps = partitions(opts);
+        List<Long> stamps = new ArrayList<>();
+        for (String s : opts.getOrDefault("ts", "").split(",")) {
+            if (!s.isEmpty()) stamps.add(Long.parseLong(s));
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (Admin admin = admin(opts)) {
+            out.put("earliest", listOffsets(admin, tps, OffsetSpec.earliest()));
+            out.put("latest", listOffsets(admin, tps, OffsetSpec.latest()));
+            out.put("max_timestamp", listOffsets(admin, tps, OffsetSpec.maxTimestamp()));
+            Map<String, Object> byTs = new LinkedHashMap<>();
+            for (long ts : stamps) {
+                byTs.put(Long.toString(ts), listOffsets(admin, tps, OffsetSpec.forTimestamp(ts)));
+            }
+            out.put("for_timestamp", byTs);
+        }
+        try (KafkaConsumer<byte[], byte[]> c = consumer(opts)) {
+            Map<String, Object> byTs = new LinkedHashMap<>();
+            for (long ts : stamps) {
+                Map<TopicPartition, Long> q = new HashMap<>();
+                for (TopicPartition tp : tps) q.put(tp, ts);
+                Map<TopicPartition, OffsetAndTimestamp> r = c.offsetsForTimes(q, Duration.ofMillis(TIMEOUT_MS));
+                List<Object> perPart = new ArrayList<>();
+                for (TopicPartition tp : tps) {
+                    OffsetAndTimestamp ot = r.get(tp);
+                    perPart.add(ot == null ? null : List.of(ot.offset(), ot.timestamp()));
+                }
+                byTs.put(Long.toString(ts), perPart);
+            }
+            out.put("consumer_offsets_for_times", byTs);
+            Map<TopicPartition, Long> beg = c.beginningOffsets(tps, Duration.ofMillis(TIMEOUT_MS));
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofMillis(TIMEOUT_MS));
+            List<Object> b = new ArrayList<>();
+            List<Object> e = new ArrayList<>();
+            for (TopicPartition tp : tps) {
+                b.add(beg.get(tp));
+                e.add(end.get(tp));
+            }
+            out.put("consumer_beginning", b);
+            out.put("consumer_end", e);
+        }
+        System.out.println(Json.value(out));
+    }
+
+    private static List<Object> listOffsets(Admin admin, List<TopicPartition> tps, OffsetSpec spec)
+            throws Exception {
+        Map<TopicPartition, OffsetSpec> q = new HashMap<>();
+        for (TopicPartition tp : tps) q.put(tp, spec);
+        Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> r = admin.listOffsets(q).all().get();
+        List<Object> perPart = new ArrayList<>();
+        for (TopicPartition tp : tps) {
+            ListOffsetsResult.ListOffsetsResultInfo info = r.get(tp);
+            perPart.add(List.of(info.offset(), info.timestamp()));
+        }
+        return perPart;
+    }
+
+    private static void deleteRecords(Map<String, String> opts) throws Exception {
+        TopicPartition tp = new TopicPartition(need(opts, "topic"), Integer.parseInt(need(opts, "partition")));
+        long before = Long.parseLong(need(opts, "before"));
+        try (Admin admin = admin(opts)) {
+            long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(before)))
+                    .lowWatermarks().get(tp).get().lowWatermark();
+            long earliest = admin.listOffsets(Map.of(tp, OffsetSpec.earliest())).all().get().get(tp).offset();
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("low_watermark", low);
+            out.put("earliest", earliest);
+            System.out.println(Json.value(out));
+        }
+    }
+
+    private static void describe(Map<String, String> opts) throws Exception {
+        String topic = need(opts, "topic");
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (Admin admin = admin(opts)) {
+            DescribeClusterResult cl = admin.describeCluster();
+            List<Object> nodes = new ArrayList<>();
+            for (Node n : cl.nodes().get()) {
+                nodes.add(List.of(n.id(), n.host(), n.port()));
+            }
+            out.put("cluster_id", cl.clusterId().get());
+            out.put("nodes", nodes);
+            Node ctrl = cl.controller().get();
+            out.put("controller", ctrl == null ? null : ctrl.id());
+            TopicDescription td = describeWithRetry(admin, List.of(topic)).get(topic);
+            out.put("topic_partitions", td.partitions().size());
+            out.put("topic_id_set", td.topicId() != null && !td.topicId().toString().isEmpty());
+            List<Object> parts = new ArrayList<>();
+            for (TopicPartitionInfo pi : td.partitions()) {
+                parts.add(List.of(pi.partition(), pi.leader() == null ? -1 : pi.leader().id(),
+                        pi.replicas().size(), pi.isr().size()));
+            }
+            out.put("partitions", parts);
+            ConfigResource topicRes = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            String brokerId = Integer.toString(cl.nodes().get().iterator().next().id());
+            ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, brokerId);
+            Map<ConfigResource, Config> cfgs = admin.describeConfigs(List.of(topicRes, brokerRes)).all().get();
+            Map<String, Object> topicCfg = new LinkedHashMap<>();
+            for (ConfigEntry e : cfgs.get(topicRes).entries()) {
+                topicCfg.put(e.name(), e.value());
+            }
+            out.put("topic_config", topicCfg);
+            out.put("broker_config_count", cfgs.get(brokerRes).entries().size());
+            ConfigEntry logDirs = cfgs.get(brokerRes).get("log.dirs");
+            out.put("broker_log_dirs", logDirs == null ? null : logDirs.value());
+        }
+        System.out.println(Json.value(out));
+    }
+
+    private Client() {}
+
+    /** Minimal JSON writer: strings, numbers, booleans, null, lists, maps. */
+    static final class Json {
+        static String str(String s) {
+            if (s == null) return "null";
+            StringBuilder sb = new StringBuilder("\"");
+            for (int i = 0; i < s.length(); i++) {
+                char c = s.charAt(i);
+                if (c == '"' || c == '\\') {
+                    sb.append('\\').append(c);
+                } else if (c < 0x20) {
+                    sb.append(String.format("\\u%04x", (int) c));
+                } else {
+                    sb.append(c);
+                }
+            }
+            return sb.append('"').toString();
+        }
+
+        static String bytes(byte[] b) {
+            return b == null ? "null" : str(new String(b, StandardCharsets.UTF_8));
+        }
+
+        @SuppressWarnings("unchecked")
+        static String value(Object o) {
+            if (o == null) return "null";
+            if (o instanceof String) return str((String) o);
+            if (o instanceof Number || o instanceof Boolean) return o.toString();
+            if (o instanceof Map) {
+                StringBuilder sb = new StringBuilder("{");
+                boolean first = true;
+                for (Map.Entry<String, Object> e : ((Map<String, Object>) o).entrySet()) {
+                    if (!first) sb.append(',');
+                    first = false;
+                    sb.append(str(e.getKey())).append(':').append(value(e.getValue()));
+                }
+                return sb.append('}').toString();
+            }
+            if (o instanceof List) {
+                StringBuilder sb = new StringBuilder("[");
+                boolean first = true;
+                for (Object v : (List<Object>) o) {
+                    if (!first) sb.append(',');
+                    first = false;
+                    sb.append(value(v));
+                }
+                return sb.append(']').toString();
+            }
+            return str(o.toString());
+        }
+    }
+}

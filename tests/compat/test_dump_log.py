@@ -1,0 +1,96 @@
+"""Kafka's own kafka-dump-log (kafka.tools.DumpLogSegments) reads the
+segments, offset indexes and time indexes the broker wrote, after a clean
+SIGTERM shutdown, and finds them consistent."""
+
+import re
+import subprocess
+
+import pytest
+from confluent_kafka import Producer
+
+import compat_util as cu
+from conftest import kafka_classpath
+from test_confluent import create_topics
+
+PER_CODEC = 3000
+CODEC_NAMES = {"none": "none", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "zstd": "zstd"}
+
+
+def dump(*args):
+    r = subprocess.run(
+        ["java", "-Xmx512m", "-cp", kafka_classpath(), "kafka.tools.DumpLogSegments", *args],
+        capture_output=True,
+        timeout=180,
+    )
+    return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+
+
+def assert_clean(rc, out, err):
+    assert rc == 0, f"DumpLogSegments rc={rc}\n{err[-3000:]}"
+    for bad in ("Exception", "corrupt", "Corrupt", "mismatch", "Mismatch", "not match"):
+        assert bad not in out and bad not in err, f"{bad!r} in output:\n{(out + err)[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def stopped_broker(broker_module_factory):
+    b = broker_module_factory({"log.segment.bytes": str(256 * 1024), "log.index.interval.bytes": "1024"})
+    topics = [f"dl-{c}" for c in cu.CODECS]
+    create_topics(b.bootstrap, topics, partitions=1)
+    for codec in cu.CODECS:
+        t = f"dl-{codec}"
+        p = Producer({"bootstrap.servers": b.bootstrap, "compression.type": codec, "acks": "all", "linger.ms": 5,
+                      "batch.size": 16384})
+        for i in range(PER_CODEC):
+            p.produce(t, key=cu.rec_key(t, i), value=cu.rec_value(t, i), headers=cu.rec_headers(t, i), partition=0)
+            if i % 500 == 0:
+                p.poll(0)
+        assert p.flush(60) == 0
+    b.stop()
+    return b
+
+
+def segments(b, topic):
+    d = b.partition_dir(topic, 0)
+    logs = sorted(d.glob("*.log"))
+    assert logs, f"no segments in {d}"
+    for seg in logs:
+        assert re.fullmatch(r"\d{20}\.log", seg.name), seg.name
+        assert seg.with_suffix(".index").exists(), f"{seg} has no .index"
+        assert seg.with_suffix(".timeindex").exists(), f"{seg} has no .timeindex"
+    return logs
+
+
+@pytest.mark.parametrize("codec", cu.CODECS)
+def test_deep_iteration_reads_every_record(stopped_broker, codec):
+    t = f"dl-{codec}"
+    logs = segments(stopped_broker, t)
+    if codec == "none":
+        sizes = [s.stat().st_size for s in logs]
+        assert len(logs) > 1, f"256 KiB segments should have rolled: {sizes}"
+    files = ",".join(str(x) for seg in logs for x in (seg, seg.with_suffix(".index"), seg.with_suffix(".timeindex")))
+    rc, out, err = dump("--files", files, "--deep-iteration", "--print-data-log")
+    assert_clean(rc, out, err)
+    offsets = [int(m) for m in re.findall(r"^\| offset: (\d+)", out, re.M)]
+    assert offsets == list(range(PER_CODEC)), f"{codec}: {len(offsets)} records dumped:\n{out[:3000]}"
+    counts = [int(m) for m in re.findall(r"^baseOffset: \d+ lastOffset: \d+ count: (\d+)", out, re.M)]
+    assert sum(counts) == PER_CODEC and len(counts) > 1, counts
+    assert out.count("isvalid: true") == len(counts) and "isvalid: false" not in out
+    codecs = set(re.findall(r"compresscodec: (\w+)", out))
+    assert codecs == {CODEC_NAMES[codec]}, codecs
+    keys = re.findall(r" key: (\S+)", out)
+    assert keys[:3] == [cu.rec_key(t, i).decode() for i in range(3)]
+    assert keys[-1] == cu.rec_key(t, PER_CODEC - 1).decode()
+    assert "headerKeys: [hi,ht]" in out
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_index_checks(stopped_broker, codec):
+    logs = segments(stopped_broker, f"dl-{codec}")
+    idx = ",".join(str(x) for seg in logs for x in (seg.with_suffix(".index"), seg.with_suffix(".timeindex")))
+    rc, out, err = dump("--files", idx, "--index-sanity-check")
+    assert_clean(rc, out, err)
+    # An empty offset index is reported as "is empty" instead of "passed".
+    assert out.count("passed sanity check") + out.count("is empty.") == 2 * len(logs), out[-2000:]
+    assert "passed sanity check" in out
+    rc, out, err = dump("--files", idx, "--verify-index-only")
+    assert_clean(rc, out, err)
