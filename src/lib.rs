@@ -2,6 +2,7 @@
 //! This crate is the broker (config, protocol, handlers, replica manager,
 //! controller, metadata); `kshard-shards` is the per-core engine under it.
 
+pub mod alloc_guard;
 pub mod config;
 pub mod controller;
 pub mod delayed_fetch;
@@ -16,3 +17,7 @@ pub mod replica_manager;
 pub mod server;
 pub mod shard_context;
 pub mod shard_handler;
+
+/// Every binary and test linking kshard gets the guarded allocator (see alloc_guard).
+#[global_allocator]
+static ALLOCATOR: alloc_guard::GuardedAllocator = alloc_guard::GuardedAllocator;

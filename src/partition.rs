@@ -3,13 +3,14 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use uuid::Uuid;
 
 use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
-use kshard_shards::log::config::LogConfig;
+use kshard_shards::log::config::{IoMode, LogConfig};
 use kshard_shards::log::log::{Log, ReadError};
 use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
 use kshard_shards::log::validate::{ValidationConfig, Validator};
@@ -51,7 +52,20 @@ pub struct Partition {
     validation: ValidationConfig,
 }
 
+/// The broker-wide `log.io.mode` (true = direct), set once at start-up
+/// before any partition opens; topic configs have no say in it.
+static LOG_IO_DIRECT: AtomicBool = AtomicBool::new(false);
+
+pub fn set_log_io_mode(mode: IoMode) {
+    LOG_IO_DIRECT.store(mode == IoMode::Direct, Ordering::Relaxed);
+}
+
 pub fn log_config_of(c: &TopicConfig) -> LogConfig {
+    let io_mode = if LOG_IO_DIRECT.load(Ordering::Relaxed) {
+        IoMode::Direct
+    } else {
+        IoMode::Buffered
+    };
     LogConfig {
         segment_bytes: c.segment_bytes as u64,
         segment_ms: c.segment_ms,
@@ -66,6 +80,7 @@ pub fn log_config_of(c: &TopicConfig) -> LogConfig {
         },
         flush_interval_ms: c.flush_ms,
         preallocate: c.preallocate,
+        io_mode,
     }
 }
 

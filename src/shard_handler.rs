@@ -140,7 +140,7 @@ pub fn handle_shard_request(
 /// reports data (or all time out).
 pub async fn wait_for_data(
     ctx: &Rc<ShardContext>,
-    by_shard: Vec<(usize, Vec<(String, i32, i64)>)>,
+    by_shard: Vec<(usize, PartitionOffsets)>,
     max_wait_ms: u64,
 ) {
     let mut waits: Vec<LocalBoxFuture<()>> = Vec::with_capacity(by_shard.len());
@@ -200,4 +200,67 @@ pub async fn join_all<T>(futs: Vec<LocalBoxFuture<T>>) -> Vec<T> {
         }
     })
     .await
+}
+
+/// (topic, partition, offset) triples, as waits and DeleteRecords carry them.
+pub type PartitionOffsets = Vec<(String, i32, i64)>;
+
+/// Parts of one request grouped by owning shard, each with its index in
+/// the request.
+pub struct ShardGroups<P> {
+    groups: Vec<(Vec<usize>, Vec<P>)>,
+}
+
+impl<P: 'static> ShardGroups<P> {
+    pub fn new(nr_shards: usize) -> Self {
+        ShardGroups {
+            groups: (0..nr_shards).map(|_| (Vec::new(), Vec::new())).collect(),
+        }
+    }
+
+    pub fn push(&mut self, shard: usize, request_index: usize, part: P) {
+        self.groups[shard].0.push(request_index);
+        self.groups[shard].1.push(part);
+    }
+
+    /// Runs every group on its shard at once (`make` builds the request,
+    /// `unpack` takes the results out of the reply) and stores each result
+    /// at its request index; groups whose shard fails get `fail()`.
+    pub async fn run<R: 'static>(
+        self,
+        ctx: &Rc<ShardContext>,
+        out: &mut [Option<R>],
+        make: impl Fn(Vec<P>) -> ShardRequest,
+        unpack: impl Fn(ShardResponse) -> Option<Vec<R>> + Clone + 'static,
+        fail: impl Fn() -> R,
+    ) {
+        type GroupReply<R> = (Vec<usize>, Option<Vec<R>>);
+        let mut calls: Vec<LocalBoxFuture<GroupReply<R>>> = Vec::new();
+        for (shard, (idxs, parts)) in self.groups.into_iter().enumerate() {
+            if parts.is_empty() {
+                continue;
+            }
+            let ctx = ctx.clone();
+            let req = make(parts);
+            let unpack = unpack.clone();
+            calls.push(Box::pin(async move {
+                let reply = ctx.run_on(shard, req).await.ok().and_then(unpack);
+                (idxs, reply)
+            }));
+        }
+        for (idxs, reply) in join_all(calls).await {
+            match reply {
+                Some(rs) if rs.len() == idxs.len() => {
+                    for (i, r) in idxs.into_iter().zip(rs) {
+                        out[i] = Some(r);
+                    }
+                }
+                _ => {
+                    for i in idxs {
+                        out[i] = Some(fail());
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,5 +1,7 @@
-//! Segment log hot paths: buffered append of 16 KiB batches, offset-index
-//! lookups at 1e4 and 1e6 entries, and batch header parse + CRC32C.
+//! Segment log hot paths: append of 16 KiB batches (buffered and direct
+//! I/O), offset-index lookups at 1e4 and 1e6 entries, and batch header
+//! parse + CRC32C. Direct mode needs O_DIRECT, so its log lives in the
+//! target dir (next to the bench binary), not in a possibly-tmpfs /tmp.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -8,6 +10,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use kshard_shards::log::batch::{
     self, BatchHeader, CRC_OFFSET, CURRENT_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
 };
+use kshard_shards::log::config::IoMode;
 use kshard_shards::log::offset_index::OffsetIndex;
 use kshard_shards::log::segment::DiskFile;
 use kshard_shards::log::{Log, LogAppendInfo, LogConfig};
@@ -37,72 +40,83 @@ fn batch_16k(base_offset: i64, timestamp: i64) -> Vec<u8> {
     b
 }
 
+fn append_info_at(first: i64, now_ms: i64, len: usize) -> LogAppendInfo {
+    LogAppendInfo {
+        first_offset: first,
+        last_offset: first + RECORDS_PER_BATCH as i64 - 1,
+        max_timestamp: now_ms,
+        offset_of_max_timestamp: first + RECORDS_PER_BATCH as i64 - 1,
+        log_append_time_ms: -1,
+        record_count: RECORDS_PER_BATCH as u32,
+        batch_count: 1,
+        valid_bytes: len,
+    }
+}
+
+/// A scratch dir that supports O_DIRECT for `Direct`.
+fn bench_dir(mode: IoMode) -> tempfile::TempDir {
+    match mode {
+        IoMode::Buffered => tempfile::tempdir().expect("tempdir"),
+        IoMode::Direct => {
+            let exe = std::env::current_exe().expect("exe");
+            tempfile::Builder::new()
+                .prefix("kshard-bench-")
+                .tempdir_in(exe.parent().expect("exe dir"))
+                .expect("tempdir")
+        }
+    }
+}
+
 fn bench_append(c: &mut Criterion) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = LogConfig {
-        segment_bytes: 64 * 1024 * 1024,
-        ..LogConfig::default()
-    };
     let now_ms = 1_700_000_000_000;
-    let (mut log, _) = Log::open(&dir.path().join("bench-0"), config, 0, 0, now_ms).expect("open");
     let mut records = batch_16k(0, now_ms);
     let mut group = c.benchmark_group("log_append");
     group.throughput(Throughput::Bytes(BATCH_BYTES as u64));
-    group.bench_function("16KiB_batch_buffered", |b| {
-        b.iter(|| {
-            let first = log.log_end_offset();
-            // The base offset is outside the CRC, as in the real produce path.
-            batch::set_base_offset(&mut records, first);
-            let info = LogAppendInfo {
-                first_offset: first,
-                last_offset: first + RECORDS_PER_BATCH as i64 - 1,
-                max_timestamp: now_ms,
-                offset_of_max_timestamp: first + RECORDS_PER_BATCH as i64 - 1,
-                log_append_time_ms: -1,
-                record_count: RECORDS_PER_BATCH as u32,
-                batch_count: 1,
-                valid_bytes: records.len(),
-            };
-            if log
-                .append(&records, &info, now_ms)
-                .expect("append")
-                .is_some()
-            {
-                // Keep the disk footprint bounded: drop everything but the new segment.
-                let end = log.log_end_offset();
-                log.delete_records_before(end).expect("delete");
-            }
-        })
-    });
-    // Without rolls (and so without their fsync): truncate back every 64 MiB.
-    let (mut log, _) = Log::open(
-        &dir.path().join("bench-1"),
-        LogConfig::default(),
-        0,
-        0,
-        now_ms,
-    )
-    .expect("open");
-    group.bench_function("16KiB_batch_buffered_no_roll", |b| {
-        b.iter(|| {
-            let first = log.log_end_offset();
-            batch::set_base_offset(&mut records, first);
-            let info = LogAppendInfo {
-                first_offset: first,
-                last_offset: first + RECORDS_PER_BATCH as i64 - 1,
-                max_timestamp: now_ms,
-                offset_of_max_timestamp: first + RECORDS_PER_BATCH as i64 - 1,
-                log_append_time_ms: -1,
-                record_count: RECORDS_PER_BATCH as u32,
-                batch_count: 1,
-                valid_bytes: records.len(),
-            };
-            log.append(&records, &info, now_ms).expect("append");
-            if log.size_bytes() >= 64 * 1024 * 1024 {
-                log.truncate_to(0).expect("truncate");
-            }
-        })
-    });
+    for (mode, name) in [(IoMode::Buffered, "buffered"), (IoMode::Direct, "direct")] {
+        let dir = bench_dir(mode);
+        let config = LogConfig {
+            segment_bytes: 64 * 1024 * 1024,
+            io_mode: mode,
+            ..LogConfig::default()
+        };
+        let (mut log, _) =
+            Log::open(&dir.path().join("bench-0"), config, 0, 0, now_ms).expect("open");
+        group.bench_function(format!("16KiB_batch_{name}"), |b| {
+            b.iter(|| {
+                let first = log.log_end_offset();
+                // The base offset is outside the CRC, as in the real produce path.
+                batch::set_base_offset(&mut records, first);
+                let info = append_info_at(first, now_ms, records.len());
+                if log
+                    .append(&records, &info, now_ms)
+                    .expect("append")
+                    .is_some()
+                {
+                    // Keep the disk footprint bounded: drop everything but the new segment.
+                    let end = log.log_end_offset();
+                    log.delete_records_before(end).expect("delete");
+                }
+            })
+        });
+        // Without rolls (and so without their fsync): truncate back every 64 MiB.
+        let config = LogConfig {
+            io_mode: mode,
+            ..LogConfig::default()
+        };
+        let (mut log, _) =
+            Log::open(&dir.path().join("bench-1"), config, 0, 0, now_ms).expect("open");
+        group.bench_function(format!("16KiB_batch_{name}_no_roll"), |b| {
+            b.iter(|| {
+                let first = log.log_end_offset();
+                batch::set_base_offset(&mut records, first);
+                let info = append_info_at(first, now_ms, records.len());
+                log.append(&records, &info, now_ms).expect("append");
+                if log.size_bytes() >= 64 * 1024 * 1024 {
+                    log.truncate_to(0).expect("truncate");
+                }
+            })
+        });
+    }
     group.finish();
 }
 

@@ -30,10 +30,13 @@ pub fn handle(_ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
 }
 
 /// The answer to an ApiVersions request of a version we do not speak: a v0
-/// body with UNSUPPORTED_VERSION and our table, under a v0 header, so the
-/// client can pick a version (KIP-511).
+/// body with UNSUPPORTED_VERSION under a v0 header, listing only ApiVersions
+/// itself as Kafka does, so the client retries with a version it knows (KIP-511).
 pub fn unsupported_version_response(correlation_id: i32) -> Bytes {
-    let apis = api_list();
+    let apis: Vec<ApiVersion> = api_list()
+        .into_iter()
+        .filter(|a| a.api_key == kafka_protocol::messages::ApiKey::ApiVersions as i16)
+        .collect();
     let mut buf = BytesMut::with_capacity(16 + apis.len() * 6);
     buf.put_i32(0);
     buf.put_i32(correlation_id);

@@ -2,7 +2,8 @@
 //! 3.9's ZooKeeper mode, a topic named more than once gets one
 //! INVALID_REQUEST result; the others go to the controller, which checks
 //! the new count (INVALID_PARTITIONS unless it grows) and any manual
-//! assignment. Results come back in request order.
+//! assignment. Results come back in request order. A `timeout_ms` <= 0
+//! still adds the partitions but answers REQUEST_TIMED_OUT, as Kafka does.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -78,6 +79,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 )
                 .await;
                 match r {
+                    // Done, but Kafka does not wait for it without a positive timeout.
+                    Ok(()) if !request.validate_only && request.timeout_ms <= 0 => {
+                        (errors::REQUEST_TIMED_OUT, None)
+                    }
                     Ok(()) => (errors::NONE, None),
                     Err((code, message)) => (code, Some(message)),
                 }

@@ -2,7 +2,8 @@
 //! 3.9's ZooKeeper-mode handler: one result per request entry, a name given
 //! twice fails every entry with that name, and v5+ successes carry the
 //! topic's partition count, replication factor and configs. Creation is
-//! synchronous, so `timeout_ms` never expires a request.
+//! synchronous; as in Kafka, a `timeout_ms` <= 0 still creates the topic
+//! but answers REQUEST_TIMED_OUT, since the caller would not wait for it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -38,15 +39,20 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         let result = if occurrences.get(name).copied().unwrap_or(0) > 1 {
             failed(
                 errors::INVALID_REQUEST,
-                "Found multiple entries for this topic.".into(),
+                Some("Found multiple entries for this topic.".into()),
             )
         } else {
             match to_new_topic(t) {
-                Err((code, message)) => failed(code, message),
+                Err((code, message)) => failed(code, Some(message)),
                 Ok(new_topic) => {
                     match controller::create_topic(ctx, new_topic, validate_only).await {
+                        // Kafka (ZooKeeper mode) creates the topic but does not wait
+                        // for it without a positive timeout.
+                        Ok(_) if !validate_only && request.timeout_ms <= 0 => {
+                            failed(errors::REQUEST_TIMED_OUT, None)
+                        }
                         Ok(info) => created(ctx, &info, validate_only, req.api_version),
-                        Err((code, message)) => failed(code, message),
+                        Err((code, message)) => failed(code, Some(message)),
                     }
                 }
             }
@@ -117,11 +123,11 @@ fn to_new_topic(t: &CreatableTopic) -> Result<NewTopic, (i16, String)> {
 }
 
 /// A failed entry: Kafka resets configs, partitions and replication.
-fn failed(code: i16, message: String) -> CreatableTopicResult {
+fn failed(code: i16, message: Option<String>) -> CreatableTopicResult {
     debug_assert_ne!(code, errors::NONE);
     CreatableTopicResult::default()
         .with_error_code(code)
-        .with_error_message(Some(StrBytes::from_string(message)))
+        .with_error_message(message.map(StrBytes::from_string))
         .with_num_partitions(-1)
         .with_replication_factor(-1)
         .with_configs(Some(Vec::new()))
@@ -255,7 +261,7 @@ mod tests {
 
     #[test]
     fn failed_entries_reset_metadata() {
-        let r = failed(errors::TOPIC_ALREADY_EXISTS, "x".into());
+        let r = failed(errors::TOPIC_ALREADY_EXISTS, Some("x".into()));
         assert_eq!(r.num_partitions, -1);
         assert_eq!(r.replication_factor, -1);
         assert_eq!(r.configs, Some(Vec::new()));
@@ -274,7 +280,7 @@ mod tests {
                 .with_name(StrBytes::from_static_str("retention.ms"))
                 .with_value(None)
                 .with_config_source(5)]));
-        let bad = failed(errors::INVALID_REQUEST, "x".into())
+        let bad = failed(errors::INVALID_REQUEST, Some("x".into()))
             .with_name(TopicName(StrBytes::from_static_str("b")));
         let body = CreateTopicsResponse::default().with_topics(vec![ok, bad]);
         for v in 2..=7 {

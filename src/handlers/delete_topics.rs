@@ -3,7 +3,9 @@
 //! ZooKeeper mode: `delete.topic.enable=false` answers INVALID_REQUEST below
 //! v3 and TOPIC_DELETION_DISABLED from v3, an unknown id UNKNOWN_TOPIC_ID,
 //! an unknown name UNKNOWN_TOPIC_OR_PARTITION, and an entry with both a name
-//! and an id fails the whole request with INVALID_REQUEST.
+//! and an id fails the whole request with INVALID_REQUEST. Deletion is
+//! synchronous; a `timeout_ms` <= 0 still deletes but answers
+//! REQUEST_TIMED_OUT, as Kafka does (librdkafka hides that code then).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -133,6 +135,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             (errors::UNKNOWN_TOPIC_OR_PARTITION, None)
         } else {
             match controller::delete_topic(ctx, &name).await {
+                // Deleted, but Kafka does not wait for it without a positive timeout.
+                Ok(_) if request.timeout_ms <= 0 => (errors::REQUEST_TIMED_OUT, None),
                 Ok(_) => (errors::NONE, None),
                 Err((code, message)) => (code, Some(message)),
             }

@@ -16,8 +16,7 @@ use crate::protocol::fetch_encoder::{
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica_manager::{FetchPart, FetchPartResult};
 use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::{join_all, wait_for_data};
-use kshard_shards::mailbox::LocalBoxFuture;
+use crate::shard_handler::{wait_for_data, PartitionOffsets, ShardGroups};
 
 /// One partition to answer for, in response order.
 struct Wanted {
@@ -52,66 +51,46 @@ async fn read_all(
     isolation_level: i8,
 ) -> Vec<Option<FetchPartResult>> {
     let mut out: Vec<Option<FetchPartResult>> = (0..wanted.len()).map(|_| None).collect();
-    let mut by_shard: Vec<(Vec<usize>, Vec<FetchPart>)> = (0..ctx.nr_shards)
-        .map(|_| (Vec::new(), Vec::new()))
-        .collect();
+    let mut by_shard = ShardGroups::new(ctx.nr_shards);
     for (i, w) in wanted.iter().enumerate() {
         if w.error.is_some() {
             continue;
         }
         let owner = ctx.owner_of(&w.topic, w.partition);
-        by_shard[owner].0.push(i);
-        by_shard[owner].1.push(FetchPart {
-            topic: w.topic.clone(),
-            partition: w.partition,
-            fetch_offset: w.fetch_offset,
-            max_bytes: w.max_bytes.max(0) as u32,
-            min_one_batch: true,
-            current_leader_epoch: w.current_leader_epoch,
-        });
+        by_shard.push(
+            owner,
+            i,
+            FetchPart {
+                topic: w.topic.clone(),
+                partition: w.partition,
+                fetch_offset: w.fetch_offset,
+                max_bytes: w.max_bytes.max(0) as u32,
+                min_one_batch: true,
+                current_leader_epoch: w.current_leader_epoch,
+            },
+        );
     }
-    let mut calls: Vec<LocalBoxFuture<(Vec<usize>, Option<Vec<FetchPartResult>>)>> = Vec::new();
-    for (shard, (idxs, parts)) in by_shard.into_iter().enumerate() {
-        if parts.is_empty() {
-            continue;
-        }
-        let ctx = ctx.clone();
-        calls.push(Box::pin(async move {
-            match ctx
-                .run_on(
-                    shard,
-                    ShardRequest::Fetch {
-                        parts,
-                        isolation_level,
-                    },
-                )
-                .await
-            {
-                Ok(ShardResponse::Fetch(r)) => (idxs, Some(r)),
-                _ => (idxs, None),
-            }
-        }));
-    }
-    for (idxs, rs) in join_all(calls).await {
-        match rs {
-            Some(rs) => {
-                for (i, r) in idxs.into_iter().zip(rs) {
-                    out[i] = Some(r);
-                }
-            }
-            None => {
-                for i in idxs {
-                    out[i] = Some(FetchPartResult {
-                        error_code: errors::NOT_LEADER_OR_FOLLOWER,
-                        high_watermark: -1,
-                        last_stable_offset: -1,
-                        log_start_offset: -1,
-                        slice: None,
-                    });
-                }
-            }
-        }
-    }
+    by_shard
+        .run(
+            ctx,
+            &mut out,
+            |parts| ShardRequest::Fetch {
+                parts,
+                isolation_level,
+            },
+            |r| match r {
+                ShardResponse::Fetch(r) => Some(r),
+                _ => None,
+            },
+            || FetchPartResult {
+                error_code: errors::NOT_LEADER_OR_FOLLOWER,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                slice: None,
+            },
+        )
+        .await;
     out
 }
 
@@ -277,8 +256,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         || wanted.iter().any(|w| w.error.is_some());
     let min_bytes = request.min_bytes.max(0) as usize;
     if request.max_wait_ms > 0 && total < min_bytes.max(1) && !has_error && !wanted.is_empty() {
-        let mut by_shard: Vec<Vec<(String, i32, i64)>> =
-            (0..ctx.nr_shards).map(|_| Vec::new()).collect();
+        let mut by_shard: Vec<PartitionOffsets> = (0..ctx.nr_shards).map(|_| Vec::new()).collect();
         for w in &wanted {
             by_shard[ctx.owner_of(&w.topic, w.partition)].push((
                 w.topic.clone(),
@@ -286,7 +264,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 w.fetch_offset,
             ));
         }
-        let by_shard: Vec<(usize, Vec<(String, i32, i64)>)> = by_shard
+        let by_shard: Vec<(usize, PartitionOffsets)> = by_shard
             .into_iter()
             .enumerate()
             .filter(|(_, v)| !v.is_empty())

@@ -12,16 +12,13 @@ use super::{respond, HandlerResult};
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica_manager::{ListOffsetsPart, ListOffsetsPartResult};
 use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::join_all;
-use kshard_shards::mailbox::LocalBoxFuture;
+use crate::shard_handler::ShardGroups;
 
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: ListOffsetsRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut results: Vec<Option<ListOffsetsPartResult>> = Vec::new();
-    let mut by_shard: Vec<(Vec<usize>, Vec<ListOffsetsPart>)> = (0..ctx.nr_shards)
-        .map(|_| (Vec::new(), Vec::new()))
-        .collect();
+    let mut by_shard = ShardGroups::new(ctx.nr_shards);
     for t in &request.topics {
         let name = t.name.0.as_str();
         let count = image.topic(name).map(|i| i.partitions.len()).unwrap_or(0);
@@ -38,52 +35,39 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 continue;
             }
             let owner = ctx.owner_of(name, p.partition_index);
-            by_shard[owner].0.push(idx);
-            by_shard[owner].1.push(ListOffsetsPart {
-                topic: name.to_string(),
-                partition: p.partition_index,
-                timestamp: p.timestamp,
-                current_leader_epoch: p.current_leader_epoch,
-            });
+            by_shard.push(
+                owner,
+                idx,
+                ListOffsetsPart {
+                    topic: name.to_string(),
+                    partition: p.partition_index,
+                    timestamp: p.timestamp,
+                    current_leader_epoch: p.current_leader_epoch,
+                },
+            );
         }
     }
     let isolation_level = request.isolation_level;
-    let mut calls: Vec<LocalBoxFuture<(Vec<usize>, Option<Vec<ListOffsetsPartResult>>)>> =
-        Vec::new();
-    for (shard, (idxs, parts)) in by_shard.into_iter().enumerate() {
-        if parts.is_empty() {
-            continue;
-        }
-        let ctx = ctx.clone();
-        calls.push(Box::pin(async move {
-            match ctx
-                .run_on(
-                    shard,
-                    ShardRequest::ListOffsets {
-                        parts,
-                        isolation_level,
-                    },
-                )
-                .await
-            {
-                Ok(ShardResponse::ListOffsets(r)) => (idxs, Some(r)),
-                _ => (idxs, None),
-            }
-        }));
-    }
-    for (idxs, rs) in join_all(calls).await {
-        for (n, i) in idxs.into_iter().enumerate() {
-            results[i] = Some(match &rs {
-                Some(rs) => rs[n].clone(),
-                None => ListOffsetsPartResult {
-                    error_code: errors::NOT_LEADER_OR_FOLLOWER,
-                    timestamp: -1,
-                    offset: -1,
-                    leader_epoch: -1,
-                },
-            });
-        }
-    }
+    by_shard
+        .run(
+            ctx,
+            &mut results,
+            |parts| ShardRequest::ListOffsets {
+                parts,
+                isolation_level,
+            },
+            |r| match r {
+                ShardResponse::ListOffsets(r) => Some(r),
+                _ => None,
+            },
+            || ListOffsetsPartResult {
+                error_code: errors::NOT_LEADER_OR_FOLLOWER,
+                timestamp: -1,
+                offset: -1,
+                leader_epoch: -1,
+            },
+        )
+        .await;
     let v = req.api_version;
     let mut it = results.into_iter();
     let topics = request

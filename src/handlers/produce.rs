@@ -11,8 +11,7 @@ use super::{respond, HandlerResult};
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica_manager::{ProducePart, ProducePartResult};
 use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::join_all;
-use kshard_shards::mailbox::LocalBoxFuture;
+use crate::shard_handler::ShardGroups;
 
 fn failed(code: i16) -> ProducePartResult {
     ProducePartResult {
@@ -30,9 +29,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let image = ctx.metadata.image();
     // Results in request order, filled as shards answer.
     let mut results: Vec<Option<ProducePartResult>> = Vec::new();
-    let mut by_shard: Vec<(Vec<usize>, Vec<ProducePart>)> = (0..ctx.nr_shards)
-        .map(|_| (Vec::new(), Vec::new()))
-        .collect();
+    let mut by_shard = ShardGroups::new(ctx.nr_shards);
     let valid_acks = matches!(acks, -1..=1);
     if request.transactional_id.is_some() {
         return Err("transactional produce without a transaction coordinator".into());
@@ -58,34 +55,29 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 continue;
             };
             let owner = ctx.owner_of(name, p.index);
-            by_shard[owner].0.push(idx);
-            by_shard[owner].1.push(ProducePart {
-                topic: name.to_string(),
-                partition: p.index,
-                records: records.clone(),
-            });
+            by_shard.push(
+                owner,
+                idx,
+                ProducePart {
+                    topic: name.to_string(),
+                    partition: p.index,
+                    records: records.clone(),
+                },
+            );
         }
     }
-    let mut calls: Vec<LocalBoxFuture<(Vec<usize>, Vec<ProducePartResult>)>> = Vec::new();
-    for (shard, (idxs, parts)) in by_shard.into_iter().enumerate() {
-        if parts.is_empty() {
-            continue;
-        }
-        let n = parts.len();
-        let ctx = ctx.clone();
-        calls.push(Box::pin(async move {
-            match ctx.run_on(shard, ShardRequest::Produce { parts }).await {
-                Ok(ShardResponse::Produce(r)) => (idxs, r),
-                _ => (idxs, vec![failed(errors::NOT_LEADER_OR_FOLLOWER); n]),
-            }
-        }));
-    }
-    for (idxs, rs) in join_all(calls).await {
-        debug_assert_eq!(idxs.len(), rs.len());
-        for (i, r) in idxs.into_iter().zip(rs) {
-            results[i] = Some(r);
-        }
-    }
+    by_shard
+        .run(
+            ctx,
+            &mut results,
+            |parts| ShardRequest::Produce { parts },
+            |r| match r {
+                ShardResponse::Produce(r) => Some(r),
+                _ => None,
+            },
+            || failed(errors::NOT_LEADER_OR_FOLLOWER),
+        )
+        .await;
     if acks == 0 {
         // Kafka closes the connection so an acks=0 producer notices failures.
         if results

@@ -5,6 +5,8 @@
 
 pub mod errors;
 pub mod fetch_encoder;
+#[cfg(test)]
+mod fuzz_tests;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
@@ -171,4 +173,29 @@ pub fn decode_body<M: Decodable>(req: &Request) -> Result<M, String> {
     let mut body = req.body.clone();
     M::decode(&mut body, req.api_version)
         .map_err(|e| format!("{:?} v{}: {e}", req.api_key, req.api_version))
+}
+
+/// Decodes a whole request frame (header and body) the way the broker does,
+/// for the fuzz targets: any input must give Ok or Err, never a panic.
+pub fn decode_frame(frame: Bytes) -> Result<(), String> {
+    use kafka_protocol::messages as m;
+    let req = parse_request(frame).map_err(|e| format!("{e:?}"))?;
+    match req.api_key {
+        ApiKey::Produce => decode_body::<m::ProduceRequest>(&req).map(|_| ()),
+        ApiKey::Fetch => decode_body::<m::FetchRequest>(&req).map(|_| ()),
+        ApiKey::ListOffsets => decode_body::<m::ListOffsetsRequest>(&req).map(|_| ()),
+        ApiKey::Metadata => decode_body::<m::MetadataRequest>(&req).map(|_| ()),
+        ApiKey::ApiVersions => decode_body::<m::ApiVersionsRequest>(&req).map(|_| ()),
+        ApiKey::CreateTopics => decode_body::<m::CreateTopicsRequest>(&req).map(|_| ()),
+        ApiKey::DeleteTopics => decode_body::<m::DeleteTopicsRequest>(&req).map(|_| ()),
+        ApiKey::DeleteRecords => decode_body::<m::DeleteRecordsRequest>(&req).map(|_| ()),
+        ApiKey::InitProducerId => decode_body::<m::InitProducerIdRequest>(&req).map(|_| ()),
+        ApiKey::OffsetForLeaderEpoch => {
+            decode_body::<m::OffsetForLeaderEpochRequest>(&req).map(|_| ())
+        }
+        ApiKey::DescribeConfigs => decode_body::<m::DescribeConfigsRequest>(&req).map(|_| ()),
+        ApiKey::CreatePartitions => decode_body::<m::CreatePartitionsRequest>(&req).map(|_| ()),
+        ApiKey::DescribeCluster => decode_body::<m::DescribeClusterRequest>(&req).map(|_| ()),
+        other => Err(format!("{other:?} not served")),
+    }
 }

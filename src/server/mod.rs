@@ -65,14 +65,17 @@ fn write_meta_properties(log_dir: &Path, broker_id: i32, cluster_id: &str) -> Re
     std::fs::rename(&tmp, &path).map_err(|e| e.to_string())
 }
 
-fn read_checkpoints(log_dir: &Path) -> Result<HashMap<(String, i32), (i64, i64)>, String> {
+/// (topic, partition) -> (recovery point, log start offset).
+type StartupCheckpoints = HashMap<(String, i32), (i64, i64)>;
+
+fn read_checkpoints(log_dir: &Path) -> Result<StartupCheckpoints, String> {
     let rp = OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT))
         .read()
         .map_err(|e| format!("{RECOVERY_POINT_CHECKPOINT}: {e}"))?;
     let ls = OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT))
         .read()
         .map_err(|e| format!("{LOG_START_OFFSET_CHECKPOINT}: {e}"))?;
-    let mut map: HashMap<(String, i32), (i64, i64)> = HashMap::new();
+    let mut map: StartupCheckpoints = HashMap::new();
     for (t, p, o) in rp {
         map.entry((t, p)).or_insert((0, 0)).0 = o;
     }
@@ -97,6 +100,10 @@ pub fn write_checkpoints(log_dir: &Path, entries: &[CheckpointEntry]) -> std::io
 
 /// Runs the broker until SIGTERM/SIGINT.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
+    crate::partition::set_log_io_mode(match config.log_io_mode {
+        crate::config::LogIoMode::Direct => kshard_shards::log::config::IoMode::Direct,
+        crate::config::LogIoMode::Buffered => kshard_shards::log::config::IoMode::Buffered,
+    });
     let config = Arc::new(config);
     let log_dir: PathBuf = config.log_dirs[0].clone();
     if config.log_dirs.len() > 1 {
@@ -128,8 +135,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let final_checkpoints: Arc<Mutex<Vec<CheckpointEntry>>> = Arc::new(Mutex::new(Vec::new()));
     let startup_errors: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     // Each shard gets the checkpoint entries of the partitions it owns.
-    let mut per_shard: Vec<HashMap<(String, i32), (i64, i64)>> =
-        (0..nr_shards).map(|_| HashMap::new()).collect();
+    let mut per_shard: Vec<StartupCheckpoints> = (0..nr_shards).map(|_| HashMap::new()).collect();
     for (k, v) in checkpoints {
         let owner = kshard_shards::placement::shard_for(&k.0, k.1, nr_shards);
         per_shard[owner].insert(k, v);

@@ -82,11 +82,27 @@ class Broker:
                 )
             try:
                 if cu.probe_ready("127.0.0.1", self.port):
+                    if self.starts > 1:
+                        self.wait_partitions_led(deadline)
                     return
             except (OSError, ValueError, AssertionError):
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"broker not ready in {START_TIMEOUT_S}s\n{self.log_text(tail_lines=80)}")
+
+    def wait_partitions_led(self, deadline):
+        """After a restart, ready means every existing partition answers
+        ListOffsets again (Kafka re-elects leaders a moment after it
+        listens; clients other than Java do not retry NOT_LEADER there)."""
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=30)
+        by_count = {}
+        for name, t in md.topics.items():
+            if not name.startswith("__"):
+                by_count.setdefault(len(t.partitions), []).append(name)
+        for count, names in by_count.items():
+            cu.wait_topics_ready(self.bootstrap, names, count, max(1.0, deadline - time.monotonic()))
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

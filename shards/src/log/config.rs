@@ -1,6 +1,18 @@
 //! Per-partition log settings (Kafka's topic-level `LogConfig`), with Kafka's
 //! defaults. Only the settings the segment log itself acts on live here.
 
+/// How the active segment's `.log` is written (`log.io.mode`, a broker-wide
+/// kshard setting, not a Kafka topic config).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoMode {
+    /// Positional writes through the page cache.
+    #[default]
+    Buffered,
+    /// O_DIRECT writes from an aligned write-behind buffer; reads stay
+    /// buffered. See [`crate::log::segment::direct_io`].
+    Direct,
+}
+
 /// Kafka's `LogConfig` subset used by [`crate::log::log::Log`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogConfig {
@@ -22,6 +34,9 @@ pub struct LogConfig {
     pub flush_interval_ms: i64,
     /// `preallocate`: size new `.log` files to `segment_bytes` up front.
     pub preallocate: bool,
+    /// Write path of the active segment; applies to segments that become
+    /// active after it is set.
+    pub io_mode: IoMode,
 }
 
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1024 * 1024 * 1024;
@@ -46,6 +61,7 @@ impl Default for LogConfig {
             flush_interval_messages: u64::MAX,
             flush_interval_ms: i64::MAX,
             preallocate: false,
+            io_mode: IoMode::Buffered,
         }
     }
 }
@@ -71,5 +87,6 @@ mod tests {
         assert_eq!(c.index_interval_bytes, 4096);
         assert_eq!(c.max_index_size_bytes, 10_485_760);
         assert!(!c.preallocate);
+        assert_eq!(c.io_mode, IoMode::Buffered);
     }
 }

@@ -3,6 +3,10 @@
 //! `<topic>-<partition>` directory, with append, read, roll, flush,
 //! retention, DeleteRecords and truncation. Single-threaded: owned by the
 //! partition's shard.
+//!
+//! With [`IoMode::Direct`] the active segment (only) appends through
+//! O_DIRECT; reads and fetch's sendfile stay on the buffered descriptor.
+//! See [`crate::log::segment::direct_io`].
 
 // `log::log` mirrors Kafka's naming (UnifiedLog inside the log package).
 #![allow(clippy::module_inception)]
@@ -13,7 +17,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::batch::BatchHeader;
-use super::config::LogConfig;
+use super::config::{IoMode, LogConfig};
 use super::recovery::{load_segments, RecoveryStats};
 use super::segment::{LogSegment, SegmentRead};
 use super::{FileSlice, LogAppendInfo};
@@ -114,7 +118,7 @@ impl Log {
         }
         let first_base = *segments.keys().next().expect("at least one segment");
         let log_end_offset = segments.values().next_back().expect("active").next_offset();
-        let log = Log {
+        let mut log = Log {
             dir: dir.to_path_buf(),
             config,
             segments,
@@ -124,6 +128,7 @@ impl Log {
             last_flush_ms: now_ms,
             dir_dirty,
         };
+        log.apply_io_mode_to_active()?;
         Ok((log, stats))
     }
 
@@ -133,7 +138,8 @@ impl Log {
     pub fn config(&self) -> &LogConfig {
         &self.config
     }
-    /// New settings apply to later appends and to segments created later.
+    /// New settings apply to later appends and to segments created later
+    /// (`io_mode` too: the current active segment keeps its write path).
     pub fn set_config(&mut self, c: LogConfig) {
         self.config = c;
     }
@@ -170,6 +176,14 @@ impl Log {
             .values_mut()
             .next_back()
             .expect("log has a segment")
+    }
+
+    /// Gives a segment that just became active the configured write path.
+    fn apply_io_mode_to_active(&mut self) -> io::Result<()> {
+        match self.config.io_mode {
+            IoMode::Direct => self.active_mut().enable_direct_writes(),
+            IoMode::Buffered => Ok(()),
+        }
     }
 
     /// Appends validated batches whose offsets start at the log end offset.
@@ -277,8 +291,8 @@ impl Log {
     /// ListOffsets by timestamp (Kafka's `fetchOffsetByTimestamp` for a
     /// real timestamp): the first record at or after `timestamp_ms`, as
     /// (offset, timestamp). The special negative timestamps are the
-    /// caller's. Compressed CreateTime batches answer with their first
-    /// offset and max timestamp (they are not decompressed).
+    /// caller's. Compressed CreateTime batches are decompressed and
+    /// searched record by record, as in Kafka.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> io::Result<Option<(i64, i64)>> {
         for seg in self.segments.values() {
             if seg.is_empty() || seg.max_timestamp_so_far() < timestamp_ms {
@@ -351,6 +365,7 @@ impl Log {
         }
         let seg = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
         self.segments.insert(new_base, seg);
+        self.apply_io_mode_to_active()?;
         sync_dir(&self.dir)?;
         self.recovery_point = self.recovery_point.max(new_base);
         Ok(new_base)
@@ -459,6 +474,7 @@ impl Log {
             }
             let seg = LogSegment::create(&self.dir, offset, &self.config, now_ms)?;
             self.segments.insert(offset, seg);
+            self.apply_io_mode_to_active()?;
             self.log_start_offset = offset;
             self.log_end_offset = offset;
             self.recovery_point = offset;
@@ -472,6 +488,8 @@ impl Log {
             self.dir_dirty = true;
         }
         self.active_mut().truncate_to(offset, now_ms)?;
+        // A formerly inactive segment may be the active one now.
+        self.apply_io_mode_to_active()?;
         self.log_end_offset = self.active().next_offset();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         self.log_start_offset = self.log_start_offset.min(offset);

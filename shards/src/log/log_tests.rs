@@ -2,14 +2,90 @@
 //! truncation, clean reopen and crash recovery.
 
 use super::*;
-use crate::log::batch::{BatchIter, COMPRESSION_CODEC_MASK, TIMESTAMP_TYPE_MASK};
+use crate::log::batch::{BatchIter, Compression, COMPRESSION_CODEC_MASK, TIMESTAMP_TYPE_MASK};
+use crate::log::config::IoMode;
+use crate::log::records::BatchBuilder;
 use crate::log::segment::{
     segment_file_path, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
 use crate::log::test_util::{append_info, build_batch, build_batch_with, TestRecord};
+use std::cell::Cell;
 use std::path::Path;
 
 const NOW: i64 = 1_700_000_000_000;
+
+thread_local! {
+    /// The write path the current test runs with (each test has its thread).
+    static MODE: Cell<IoMode> = const { Cell::new(IoMode::Buffered) };
+}
+
+fn run_in(mode: IoMode, test: fn()) {
+    MODE.set(mode);
+    test();
+}
+
+/// Kafka's defaults in the current test's I/O mode.
+fn base_config() -> LogConfig {
+    LogConfig {
+        io_mode: MODE.get(),
+        ..LogConfig::default()
+    }
+}
+
+/// A fresh directory. Direct mode needs a filesystem with O_DIRECT, so it
+/// uses the target dir (next to the test binary) rather than /tmp, which
+/// may be tmpfs.
+fn test_dir() -> tempfile::TempDir {
+    match MODE.get() {
+        IoMode::Buffered => tempfile::tempdir().unwrap(),
+        IoMode::Direct => {
+            let exe = std::env::current_exe().unwrap();
+            let parent = exe.parent().unwrap();
+            tempfile::Builder::new()
+                .prefix("kshard-direct-test-")
+                .tempdir_in(parent)
+                .unwrap()
+        }
+    }
+}
+
+/// Runs each listed test once per I/O mode: `buffered::name`, `direct::name`.
+macro_rules! in_both_modes {
+    ($($name:ident),* $(,)?) => {
+        mod buffered {
+            $(#[test] fn $name() { super::run_in(super::IoMode::Buffered, super::$name) })*
+        }
+        mod direct {
+            $(#[test] fn $name() { super::run_in(super::IoMode::Direct, super::$name) })*
+        }
+    };
+}
+
+in_both_modes!(
+    append_and_read_across_size_rolls,
+    read_limits,
+    reads_stay_within_one_segment,
+    offset_index_follows_kafkas_interval_rule,
+    rolls_when_index_is_full,
+    rolls_by_segment_ms,
+    time_index_and_offset_for_timestamp,
+    timestamps_of_compressed_and_log_append_time_batches,
+    retention_by_time_bytes_and_start_offset,
+    delete_records_before_moves_start_offset,
+    truncate_to_removes_tail_and_appends_continue,
+    clean_close_reopens_without_scanning,
+    recovery_cuts_half_written_batch,
+    recovery_cuts_at_crc_mismatch,
+    recovery_cuts_at_garbage_length,
+    recovery_deletes_segments_after_a_bad_one,
+    missing_or_corrupt_indexes_are_rebuilt,
+    for_each_batch_from_visits_later_batches,
+    flush_policies_move_the_recovery_point,
+    rejects_bad_appends
+);
+
+#[path = "log_direct_tests.rs"]
+mod direct_io;
 
 fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> (Log, RecoveryStats) {
     Log::open(dir, config, recovery_point, 0, NOW).unwrap()
@@ -37,13 +113,12 @@ fn small_config() -> LogConfig {
     LogConfig {
         segment_bytes: 4096,
         index_interval_bytes: 512,
-        ..LogConfig::default()
+        ..base_config()
     }
 }
 
-#[test]
 fn append_and_read_across_size_rolls() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (mut log, stats) = open(dir.path(), small_config(), 0);
     assert_eq!(stats, RecoveryStats::default());
     let mut batches = Vec::new();
@@ -79,10 +154,9 @@ fn append_and_read_across_size_rolls() {
     );
 }
 
-#[test]
 fn read_limits() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = open(dir.path(), LogConfig::default(), 0);
+    let dir = test_dir();
+    let (mut log, _) = open(dir.path(), base_config(), 0);
     let mut batches = Vec::new();
     for i in 0..10 {
         batches.push(append(&mut log, 4, NOW + i, 50).0);
@@ -135,9 +209,8 @@ fn read_limits() {
     assert_eq!(read_all(&log, 8).len(), size as usize * 8);
 }
 
-#[test]
 fn reads_stay_within_one_segment() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (mut log, _) = open(dir.path(), small_config(), 0);
     while log.segment_count() < 3 {
         append(&mut log, 5, NOW, 100);
@@ -155,12 +228,11 @@ fn reads_stay_within_one_segment() {
     );
 }
 
-#[test]
 fn offset_index_follows_kafkas_interval_rule() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let config = LogConfig {
         index_interval_bytes: 1000,
-        ..LogConfig::default()
+        ..base_config()
     };
     let (mut log, _) = open(dir.path(), config, 0);
     // Expected entries computed independently: check before adding the size.
@@ -198,13 +270,12 @@ fn offset_index_follows_kafkas_interval_rule() {
     assert_eq!(&raw[4..8], &(pos as i32).to_be_bytes());
 }
 
-#[test]
 fn rolls_when_index_is_full() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let config = LogConfig {
         index_interval_bytes: 1,
         max_index_size_bytes: 24, // 3 offset entries, 2 time entries
-        ..LogConfig::default()
+        ..base_config()
     };
     let (mut log, _) = open(dir.path(), config, 0);
     for i in 0..12 {
@@ -217,12 +288,11 @@ fn rolls_when_index_is_full() {
     }
 }
 
-#[test]
 fn rolls_by_segment_ms() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let config = LogConfig {
         segment_ms: 1000,
-        ..LogConfig::default()
+        ..base_config()
     };
     let (mut log, _) = open(dir.path(), config, 0);
     assert_eq!(append(&mut log, 2, NOW, 10).1, None);
@@ -239,12 +309,12 @@ fn rolls_by_segment_ms() {
     }];
     let b = build_batch_with(6, 0, &rec);
     assert_eq!(log.append(&b, &append_info(&b), NOW + 500).unwrap(), None);
-    let dir2 = tempfile::tempdir().unwrap();
+    let dir2 = test_dir();
     let (mut log2, _) = open(
         dir2.path(),
         LogConfig {
             segment_ms: 1000,
-            ..LogConfig::default()
+            ..base_config()
         },
         0,
     );
@@ -257,13 +327,12 @@ fn rolls_by_segment_ms() {
     );
 }
 
-#[test]
 fn time_index_and_offset_for_timestamp() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let config = LogConfig {
         index_interval_bytes: 200,
         segment_bytes: 3000,
-        ..LogConfig::default()
+        ..base_config()
     };
     let (mut log, _) = open(dir.path(), config, 0);
     // Batch i holds offsets 10i..10i+9 with timestamps 1000*i + 10*j.
@@ -307,10 +376,9 @@ fn time_index_and_offset_for_timestamp() {
     assert_eq!(log.offset_for_timestamp(5000).unwrap(), Some((55, 5050)));
 }
 
-#[test]
 fn timestamps_of_compressed_and_log_append_time_batches() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = open(dir.path(), LogConfig::default(), 0);
+    let dir = test_dir();
+    let (mut log, _) = open(dir.path(), base_config(), 0);
     let recs = |base: i64| -> Vec<TestRecord> {
         (0..5)
             .map(|j| TestRecord {
@@ -324,16 +392,28 @@ fn timestamps_of_compressed_and_log_append_time_batches() {
         (1 & COMPRESSION_CODEC_MASK, 200),
         (TIMESTAMP_TYPE_MASK, 300),
     ] {
-        let b = build_batch_with(log.log_end_offset(), attrs, &recs(base_ts));
+        let b = if attrs & COMPRESSION_CODEC_MASK != 0 {
+            // A real gzip batch: the lookup decompresses it.
+            let mut builder =
+                BatchBuilder::new(log.log_end_offset()).compression(Compression::Gzip);
+            for r in recs(base_ts) {
+                builder.push(r.timestamp, None, Some(&r.value), &[]);
+            }
+            builder.build()
+        } else {
+            build_batch_with(log.log_end_offset(), attrs, &recs(base_ts))
+        };
         log.append(&b, &append_info(&b), NOW).unwrap();
     }
-    // Uncompressed: record level. Compressed and LogAppendTime: batch level.
+    // CreateTime, compressed or not: record level (Kafka iterates the
+    // records). LogAppendTime: every record carries the batch max.
     assert_eq!(log.offset_for_timestamp(104).unwrap(), Some((1, 109)));
-    assert_eq!(log.offset_for_timestamp(150).unwrap(), Some((5, 209)));
+    assert_eq!(log.offset_for_timestamp(150).unwrap(), Some((5, 203)));
+    assert_eq!(log.offset_for_timestamp(205).unwrap(), Some((6, 209)));
     assert_eq!(log.offset_for_timestamp(250).unwrap(), Some((10, 309)));
     assert_eq!(log.offset_of_max_timestamp().unwrap(), Some((10, 309)));
-    let dir2 = tempfile::tempdir().unwrap();
-    let (mut log2, _) = open(dir2.path(), LogConfig::default(), 0);
+    let dir2 = test_dir();
+    let (mut log2, _) = open(dir2.path(), base_config(), 0);
     let b = build_batch_with(0, 0, &recs(100));
     log2.append(&b, &append_info(&b), NOW).unwrap();
     assert_eq!(
@@ -341,19 +421,18 @@ fn timestamps_of_compressed_and_log_append_time_batches() {
         Some((1, 109)),
         "first record with the max"
     );
-    let dir3 = tempfile::tempdir().unwrap();
-    let (log3, _) = open(dir3.path(), LogConfig::default(), 0);
+    let dir3 = test_dir();
+    let (log3, _) = open(dir3.path(), base_config(), 0);
     assert_eq!(log3.offset_of_max_timestamp().unwrap(), None);
     assert_eq!(log3.offset_for_timestamp(0).unwrap(), None);
 }
 
-#[test]
 fn retention_by_time_bytes_and_start_offset() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let config = LogConfig {
         segment_bytes: 2000,
         retention_ms: 10_000,
-        ..LogConfig::default()
+        ..base_config()
     };
     let (mut log, _) = open(dir.path(), config.clone(), 0);
     for i in 0..30 {
@@ -391,9 +470,8 @@ fn retention_by_time_bytes_and_start_offset() {
     assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
 }
 
-#[test]
 fn delete_records_before_moves_start_offset() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (mut log, _) = open(dir.path(), small_config(), 0);
     for _ in 0..30 {
         append(&mut log, 5, NOW, 100);
@@ -416,9 +494,8 @@ fn delete_records_before_moves_start_offset() {
     assert!(rolled.is_none() || log.segment_count() == 2);
 }
 
-#[test]
 fn truncate_to_removes_tail_and_appends_continue() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (mut log, _) = open(dir.path(), small_config(), 0);
     for i in 0..30 {
         append(&mut log, 5, NOW + i, 100);
@@ -456,9 +533,8 @@ fn truncate_to_removes_tail_and_appends_continue() {
     );
 }
 
-#[test]
 fn clean_close_reopens_without_scanning() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (mut log, _) = open(dir.path(), small_config(), 0);
     for i in 0..40 {
         append(&mut log, 5, NOW + i, 100);
@@ -521,7 +597,7 @@ fn corrupt_and_recover(
     damage: impl FnOnce(&Path, &[u8]) -> Vec<u8>,
     expect_leo: impl FnOnce(i64) -> i64,
 ) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (bases, leo) = write_log(dir.path(), 40);
     let active = *bases.last().unwrap();
     let path = segment_file_path(dir.path(), active, LOG_FILE_SUFFIX);
@@ -547,12 +623,10 @@ fn corrupt_and_recover(
     assert_eq!(headers(&read_all(&log, want))[0].base_offset, want);
 }
 
-#[test]
 fn recovery_cuts_half_written_batch() {
     corrupt_and_recover(|_, orig| orig[..orig.len() - 50].to_vec(), |leo| leo - 5);
 }
 
-#[test]
 fn recovery_cuts_at_crc_mismatch() {
     corrupt_and_recover(
         |_, orig| {
@@ -565,7 +639,6 @@ fn recovery_cuts_at_crc_mismatch() {
     );
 }
 
-#[test]
 fn recovery_cuts_at_garbage_length() {
     corrupt_and_recover(
         |_, orig| {
@@ -578,9 +651,8 @@ fn recovery_cuts_at_garbage_length() {
     );
 }
 
-#[test]
 fn recovery_deletes_segments_after_a_bad_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (bases, _) = write_log(dir.path(), 40);
     let victim = bases[bases.len() - 3];
     let path = segment_file_path(dir.path(), victim, LOG_FILE_SUFFIX);
@@ -603,9 +675,8 @@ fn recovery_deletes_segments_after_a_bad_one() {
     assert!(!dir.path().join("00000000000000099999.index").exists());
 }
 
-#[test]
 fn missing_or_corrupt_indexes_are_rebuilt() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (bases, leo) = write_log(dir.path(), 40);
     let read = |b: i64, s: &str| std::fs::read(segment_file_path(dir.path(), b, s)).unwrap();
     let idx1 = read(bases[1], INDEX_FILE_SUFFIX);
@@ -646,9 +717,8 @@ fn missing_or_corrupt_indexes_are_rebuilt() {
     }
 }
 
-#[test]
 fn for_each_batch_from_visits_later_batches() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let (mut log, _) = open(dir.path(), small_config(), 0);
     for _ in 0..30 {
         append(&mut log, 5, NOW, 100);
@@ -667,13 +737,12 @@ fn for_each_batch_from_visits_later_batches() {
     assert!(seen.is_empty());
 }
 
-#[test]
 fn flush_policies_move_the_recovery_point() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = test_dir();
     let config = LogConfig {
         flush_interval_messages: 10,
         flush_interval_ms: 1000,
-        ..LogConfig::default()
+        ..base_config()
     };
     let (mut log, _) = open(dir.path(), config, 0);
     append(&mut log, 5, NOW, 10);
@@ -698,10 +767,9 @@ fn flush_policies_move_the_recovery_point() {
     assert!(!dir.path().exists());
 }
 
-#[test]
 fn rejects_bad_appends() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut log, _) = open(dir.path(), LogConfig::default(), 0);
+    let dir = test_dir();
+    let (mut log, _) = open(dir.path(), base_config(), 0);
     let b = build_batch(5, 1, NOW, 10);
     assert!(log.append(&b, &append_info(&b), NOW).is_err());
     let b = build_batch(0, 1, NOW, 10);

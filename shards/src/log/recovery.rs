@@ -217,7 +217,7 @@ pub fn recover_segment(seg: &mut LogSegment, scratch: &mut [u8]) -> io::Result<(
     }
     let truncated = file_len - valid;
     if truncated > 0 {
-        seg.log.set_len(valid)?;
+        seg.set_log_len(valid)?;
     }
     seg.size_bytes = valid;
     seg.next_offset = next_offset;

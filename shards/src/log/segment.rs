@@ -1,6 +1,7 @@
 //! Kafka's `LogSegment`: one `.log` file of v2 batches plus its offset and
-//! time indexes, named by the 20-digit base offset. All file access goes
-//! through [`DiskFile`] so a direct-I/O backend can replace it later.
+//! time indexes, named by the 20-digit base offset. Reads always go through
+//! the buffered [`DiskFile`]; in `log.io.mode=direct` the active segment's
+//! appends go through a [`DirectWriter`] instead (see [`direct_io`]).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -8,12 +9,18 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::batch::{BatchHeader, BatchIter, Compression, TimestampType, NO_TIMESTAMP};
+use super::batch::{
+    BatchHeader, BatchIter, Compression, TimestampType, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
+};
 use super::config::{self, LogConfig};
 use super::offset_index::OffsetIndex;
 use super::recovery::{find_record, read_header_at, read_valid_batch, SCAN_BUFFER_BYTES};
 use super::time_index::TimeIndex;
 use super::{FileSlice, LogAppendInfo};
+
+#[path = "direct_io.rs"]
+pub mod direct_io;
+pub use self::direct_io::DirectWriter;
 
 pub const LOG_FILE_SUFFIX: &str = ".log";
 pub const INDEX_FILE_SUFFIX: &str = ".index";
@@ -51,6 +58,10 @@ impl DiskFile {
     }
     pub fn shared(&self) -> Arc<File> {
         Arc::clone(&self.file)
+    }
+    /// The buffered descriptor (reads, and the direct writer's tail reloads).
+    pub fn file(&self) -> &File {
+        &self.file
     }
     pub fn file_len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
@@ -120,6 +131,8 @@ pub struct LogSegment {
     pub(super) next_offset: i64,
     /// Appended since the last fsync.
     pub(super) dirty: bool,
+    /// The O_DIRECT appender, only while active in direct mode.
+    pub(super) direct: Option<DirectWriter>,
 }
 
 impl LogSegment {
@@ -158,6 +171,7 @@ impl LogSegment {
             created_ms: now_ms,
             next_offset: base_offset,
             dirty: true,
+            direct: None,
         })
     }
 
@@ -214,6 +228,7 @@ impl LogSegment {
             created_ms: now_ms,
             next_offset: base_offset,
             dirty: false,
+            direct: None,
         };
         if size_bytes > 0 {
             seg.rolling_based_timestamp = seg.read_header(0).ok().map(|h| h.max_timestamp);
@@ -241,6 +256,35 @@ impl LogSegment {
     }
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
+    }
+
+    /// Routes later appends through an O_DIRECT descriptor (idempotent).
+    /// Fails with `Unsupported`, naming the file, where the filesystem
+    /// refuses direct I/O.
+    pub fn enable_direct_writes(&mut self) -> io::Result<()> {
+        if self.direct.is_none() {
+            self.direct = Some(DirectWriter::open(self.log.path())?);
+        }
+        Ok(())
+    }
+    /// Back to buffered appends; the zero padding of direct writes is cut.
+    pub fn disable_direct_writes(&mut self) -> io::Result<()> {
+        if let Some(mut w) = self.direct.take() {
+            w.trim_padding()?;
+        }
+        Ok(())
+    }
+    pub fn is_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// ftruncate of the `.log`, telling the direct writer (if any).
+    pub(super) fn set_log_len(&mut self, len_bytes: u64) -> io::Result<()> {
+        self.log.set_len(len_bytes)?;
+        if let Some(w) = &mut self.direct {
+            w.file_resized(len_bytes);
+        }
+        Ok(())
     }
 
     /// Kafka's `largestTimestamp`: the max record timestamp, or the file's
@@ -318,7 +362,10 @@ impl LogSegment {
         if position == 0 {
             self.rolling_based_timestamp = Some(info.max_timestamp);
         }
-        self.log.write_all_at(records, position)?;
+        match &mut self.direct {
+            Some(w) => w.write_at(records, position, self.log.file(), self.log.path())?,
+            None => self.log.write_all_at(records, position)?,
+        }
         for batch in BatchIter::new(records) {
             let (_, header, _) =
                 batch.map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -418,8 +465,8 @@ impl LogSegment {
 
     /// Kafka's `findOffsetByTimestamp`: the first record with timestamp >=
     /// `timestamp_ms` and offset >= `starting_offset`, as (offset, timestamp).
-    /// Compressed CreateTime batches are not decompressed: the answer is the
-    /// batch's first qualifying offset with the batch's max timestamp.
+    /// Compressed CreateTime batches are decompressed and searched record by
+    /// record; LogAppendTime batches answer with their base offset.
     pub fn find_offset_by_timestamp(
         &self,
         timestamp_ms: i64,
@@ -439,6 +486,11 @@ impl LogSegment {
                             ts >= timestamp_ms && offset >= starting_offset
                         })?
                     }
+                    (TimestampType::CreateTime, Some(codec)) => {
+                        find_record_compressed(&self.log, &header, pos, codec, |offset, ts| {
+                            ts >= timestamp_ms && offset >= starting_offset
+                        })?
+                    }
                     _ => Some((
                         header.base_offset.max(starting_offset),
                         header.max_timestamp,
@@ -455,7 +507,7 @@ impl LogSegment {
 
     /// Kafka 3.9's MAX_TIMESTAMP lookup within this segment: (offset,
     /// timestamp) of the first record carrying the segment's max timestamp.
-    /// For LogAppendTime and compressed batches this is the batch's base offset.
+    /// For LogAppendTime batches this is the batch's base offset.
     pub fn offset_of_max_timestamp(&self) -> io::Result<Option<(i64, i64)>> {
         if self.is_empty() {
             return Ok(None);
@@ -472,6 +524,14 @@ impl LogSegment {
                     (TimestampType::CreateTime, Some(Compression::None)) => {
                         Ok(find_record(&self.log, &header, pos, |_, ts| ts == max_ts)?
                             .map(|(offset, _)| (offset, max_ts)))
+                    }
+                    (TimestampType::CreateTime, Some(codec)) => {
+                        Ok(
+                            find_record_compressed(&self.log, &header, pos, codec, |_, ts| {
+                                ts == max_ts
+                            })?
+                            .map(|(offset, _)| (offset, max_ts)),
+                        )
                     }
                     _ => Ok(Some((header.base_offset, max_ts))),
                 };
@@ -491,7 +551,7 @@ impl LogSegment {
             return Ok(0);
         };
         let removed = self.size_bytes - position;
-        self.log.set_len(position)?;
+        self.set_log_len(position)?;
         self.size_bytes = position;
         if position == 0 {
             self.created_ms = now_ms;
@@ -564,14 +624,19 @@ impl LogSegment {
         self.offset_index.flush_pending()?;
         self.time_index.flush_pending()?;
         if self.log.file_len()? != self.size_bytes {
-            self.log.set_len(self.size_bytes)?;
+            self.set_log_len(self.size_bytes)?;
         }
+        // Inactive segments are never written again: free the buffer.
+        self.direct = None;
         Ok(())
     }
 
     /// Writes pending index entries and fsyncs the log and both indexes.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.log.sync_data()?;
+        match &mut self.direct {
+            Some(w) => w.sync_data()?,
+            None => self.log.sync_data()?,
+        }
         self.offset_index.sync()?;
         self.time_index.sync()?;
         self.dirty = false;
@@ -607,4 +672,42 @@ fn is_rebuildable(e: &io::Error) -> bool {
         e.kind(),
         io::ErrorKind::NotFound | io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof
     )
+}
+
+/// Largest compressed batch (and its decompressed records) a timestamp lookup
+/// will load; batches are bounded by `max.message.bytes` when written.
+const LOOKUP_MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
+
+/// `find_record` for a compressed batch: decompresses it (bounded) and scans
+/// its records, as Kafka's timestamp lookup does.
+fn find_record_compressed(
+    file: &DiskFile,
+    header: &BatchHeader,
+    pos: u64,
+    codec: Compression,
+    mut pred: impl FnMut(i64, i64) -> bool,
+) -> io::Result<Option<(i64, i64)>> {
+    let size = header.total_size();
+    if size > LOOKUP_MAX_BATCH_BYTES {
+        return Ok(Some((header.base_offset, header.max_timestamp)));
+    }
+    let mut batch = vec![0u8; size];
+    file.read_exact_at(&mut batch, pos)?;
+    let mut records = Vec::new();
+    super::records::decompress(
+        codec,
+        &batch[RECORD_BATCH_OVERHEAD..],
+        &mut records,
+        LOOKUP_MAX_BATCH_BYTES,
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    for r in super::records::RecordIter::new(&records) {
+        let r = r.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let offset = header.base_offset.wrapping_add(r.offset_delta as i64);
+        let timestamp = header.base_timestamp.wrapping_add(r.timestamp_delta);
+        if pred(offset, timestamp) {
+            return Ok(Some((offset, timestamp)));
+        }
+    }
+    Ok(None)
 }
