@@ -13,25 +13,18 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use super::{respond, HandlerResult};
 use crate::protocol::{decode_body, errors, Request};
 use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::join_all;
-use kshard_shards::mailbox::LocalBoxFuture;
+use crate::shard_handler::ShardGroups;
 
 /// DeleteRecordsResponse.INVALID_LOW_WATERMARK.
 const INVALID_LOW_WATERMARK: i64 = -1;
 
 type PartResult = (i16, i64);
-/// Request-order indexes and the parts sent to one shard.
-type ShardBatch = (Vec<usize>, Vec<(String, i32, i64)>);
-/// The indexes and that shard's answers (None: it could not be reached).
-type ShardAnswer = (Vec<usize>, Option<Vec<PartResult>>);
 
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: DeleteRecordsRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut results: Vec<Option<PartResult>> = Vec::new();
-    let mut by_shard: Vec<ShardBatch> = (0..ctx.nr_shards)
-        .map(|_| (Vec::new(), Vec::new()))
-        .collect();
+    let mut by_shard = ShardGroups::new(ctx.nr_shards);
     for t in &request.topics {
         let name = t.name.0.as_str();
         let count = image.topic(name).map_or(0, |i| i.partitions.len());
@@ -43,35 +36,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 continue;
             }
             let owner = ctx.owner_of(name, p.partition_index);
-            by_shard[owner].0.push(idx);
-            by_shard[owner]
-                .1
-                .push((name.to_string(), p.partition_index, p.offset));
+            by_shard.push(owner, idx, (name.to_string(), p.partition_index, p.offset));
         }
     }
-    let mut calls: Vec<LocalBoxFuture<ShardAnswer>> = Vec::new();
-    for (shard, (idxs, parts)) in by_shard.into_iter().enumerate() {
-        if parts.is_empty() {
-            continue;
-        }
-        let ctx = ctx.clone();
-        calls.push(Box::pin(async move {
-            match ctx
-                .run_on(shard, ShardRequest::DeleteRecords { parts })
-                .await
-            {
-                Ok(ShardResponse::DeleteRecords(r)) => (idxs, Some(r)),
-                _ => (idxs, None),
-            }
-        }));
-    }
-    for (idxs, rs) in join_all(calls).await {
-        debug_assert!(rs.as_ref().is_none_or(|rs| rs.len() == idxs.len()));
-        for (n, i) in idxs.into_iter().enumerate() {
-            let r = rs.as_ref().and_then(|rs| rs.get(n).copied());
-            results[i] = Some(r.unwrap_or((errors::NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK)));
-        }
-    }
+    by_shard
+        .run(
+            ctx,
+            &mut results,
+            |parts| ShardRequest::DeleteRecords { parts },
+            |r| match r {
+                ShardResponse::DeleteRecords(r) => Some(r),
+                _ => None,
+            },
+            || (errors::NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK),
+        )
+        .await;
     let mut it = results.into_iter();
     let topics = request
         .topics

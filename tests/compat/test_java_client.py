@@ -16,7 +16,7 @@ import compat_util as cu
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 VERSIONS = os.environ.get("KSHARD_JAVA_CLIENT_VERSIONS", "3.9.1 4.4.0").split()
 PARTITIONS = 3
-PER_RUN = 2000
+PER_RUN = 6667  # x 3 runs x 5 codecs = 100k records per client version
 # (acks, idempotence): None keeps the client default (idempotent since 3.0).
 RUNS = [("all", None), ("1", "false"), ("0", "false")]
 TS_BASE = int(time.time() * 1000) - 5_400_000
