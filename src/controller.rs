@@ -383,6 +383,12 @@ pub async fn delete_topic(ctx: &Rc<ShardContext>, name: &str) -> AdminResult<Uui
         }));
     }
     join_all(calls).await;
+    // Committed offsets of a deleted topic go too, as in Kafka.
+    if let Err(e) = crate::coordinator::runtime::with_coordinator(ctx, |c, log, now| {
+        c.on_topic_deleted(log, name, now)
+    }) {
+        log::warn!("removing committed offsets of deleted topic {name}: {e}");
+    }
     log::info!("deleted topic {name}");
     Ok(info.topic_id)
 }

@@ -5,6 +5,7 @@
 pub mod alloc_guard;
 pub mod config;
 pub mod controller;
+pub mod coordinator;
 pub mod delayed_fetch;
 pub mod fetch_session;
 pub mod handlers;

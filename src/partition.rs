@@ -3,7 +3,6 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -49,23 +48,12 @@ pub struct Partition {
     pub leader_epoch_cache: LeaderEpochCache,
     pub leader_epoch: i32,
     pub config: Arc<TopicConfig>,
+    io_mode: IoMode,
     validation: ValidationConfig,
 }
 
-/// The broker-wide `log.io.mode` (true = direct), set once at start-up
-/// before any partition opens; topic configs have no say in it.
-static LOG_IO_DIRECT: AtomicBool = AtomicBool::new(false);
-
-pub fn set_log_io_mode(mode: IoMode) {
-    LOG_IO_DIRECT.store(mode == IoMode::Direct, Ordering::Relaxed);
-}
-
-pub fn log_config_of(c: &TopicConfig) -> LogConfig {
-    let io_mode = if LOG_IO_DIRECT.load(Ordering::Relaxed) {
-        IoMode::Direct
-    } else {
-        IoMode::Buffered
-    };
+/// The log settings of a topic; `io_mode` is broker-wide (`log.io.mode`).
+pub fn log_config_of(c: &TopicConfig, io_mode: IoMode) -> LogConfig {
     LogConfig {
         segment_bytes: c.segment_bytes as u64,
         segment_ms: c.segment_ms,
@@ -81,6 +69,12 @@ pub fn log_config_of(c: &TopicConfig) -> LogConfig {
         flush_interval_ms: c.flush_ms,
         preallocate: c.preallocate,
         io_mode,
+        compact: c.is_compacted(),
+        delete: c.is_delete(),
+        delete_retention_ms: c.delete_retention_ms,
+        min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
+        min_compaction_lag_ms: c.min_compaction_lag_ms,
+        max_compaction_lag_ms: c.max_compaction_lag_ms,
     }
 }
 
@@ -110,12 +104,13 @@ impl Partition {
         log_start_offset: i64,
         leader_epoch: i32,
         producer_id_expiration_ms: i64,
+        io_mode: IoMode,
         now_ms: i64,
     ) -> io::Result<Partition> {
         let dir: PathBuf = log_dir.join(format!("{topic}-{partition}"));
         let (log, stats) = Log::open(
             &dir,
-            log_config_of(&config),
+            log_config_of(&config, io_mode),
             recovery_point,
             log_start_offset,
             now_ms,
@@ -145,11 +140,12 @@ impl Partition {
             leader_epoch_cache,
             leader_epoch,
             config,
+            io_mode,
         })
     }
 
     pub fn set_config(&mut self, config: Arc<TopicConfig>) {
-        self.log.set_config(log_config_of(&config));
+        self.log.set_config(log_config_of(&config, self.io_mode));
         self.validation = validation_config_of(&config);
         self.config = config;
     }

@@ -9,6 +9,9 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 
+use kshard_shards::log::checkpoint::{OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE};
+use kshard_shards::log::cleaner::{CleanerConfig, LogCleaner, Step};
+use kshard_shards::log::config::IoMode;
 use kshard_shards::log::validate::Validator;
 use kshard_shards::log::FileSlice;
 
@@ -81,6 +84,30 @@ pub struct ReplicaManager {
     /// Offsets read from the broker checkpoints at start-up.
     startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
     producer_id_expiration_ms: i64,
+    io_mode: IoMode,
+    /// This shard's log cleaner (compacted topics) and its pacing.
+    cleaner: LogCleaner,
+    /// `cleaner-offset-checkpoint` as read at start-up.
+    startup_cleaner_offsets: HashMap<(String, i32), i64>,
+    /// Kafka's `log.cleaner.backoff.ms`: the wait after finding nothing to clean.
+    cleaner_backoff_ms: i64,
+    next_cleaner_check_ms: i64,
+    /// `log.cleaner.enable`.
+    cleaner_enabled: bool,
+}
+
+/// Kafka's `log.cleaner.backoff.ms` default.
+pub const DEFAULT_CLEANER_BACKOFF_MS: i64 = 15_000;
+
+fn read_cleaner_offsets(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
+    match OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).read() {
+        Ok(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
+        Err(e) => {
+            // Kafka too starts cleaning from the log start without it.
+            log::warn!("{CLEANER_OFFSET_CHECKPOINT_FILE}: {e}");
+            HashMap::new()
+        }
+    }
 }
 
 fn leader_epoch_error(requested: i32, current: i32) -> Option<i16> {
@@ -98,13 +125,20 @@ impl ReplicaManager {
         log_dir: PathBuf,
         startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
         producer_id_expiration_ms: i64,
+        io_mode: IoMode,
     ) -> Self {
         ReplicaManager {
+            startup_cleaner_offsets: read_cleaner_offsets(&log_dir),
+            cleaner: LogCleaner::new(CleanerConfig::default()),
+            cleaner_backoff_ms: DEFAULT_CLEANER_BACKOFF_MS,
+            cleaner_enabled: true,
+            next_cleaner_check_ms: 0,
             log_dir,
             topics: HashMap::new(),
             validator: Validator::new(),
             startup_checkpoints,
             producer_id_expiration_ms,
+            io_mode,
         }
     }
 
@@ -144,7 +178,10 @@ impl ReplicaManager {
                 .find(|pi| pi.partition == p)
                 .map(|pi| pi.leader_epoch)
                 .unwrap_or(0);
-            let partition = Partition::open(
+            let cleaner_offset = self
+                .startup_cleaner_offsets
+                .remove(&(topic.name.clone(), p));
+            let mut partition = Partition::open(
                 &self.log_dir,
                 &topic.name,
                 p,
@@ -154,8 +191,12 @@ impl ReplicaManager {
                 log_start,
                 leader_epoch,
                 self.producer_id_expiration_ms,
+                self.io_mode,
                 now_ms,
             )?;
+            if let Some(offset) = cleaner_offset {
+                partition.log.set_cleaner_checkpoint(offset);
+            }
             self.topics
                 .entry(topic.name.clone())
                 .or_default()
@@ -176,6 +217,7 @@ impl ReplicaManager {
     pub fn delete_topic(&mut self, topic: &str) -> io::Result<()> {
         if let Some(parts) = self.topics.remove(topic) {
             for (_, p) in parts {
+                self.cleaner.forget(p.log.dir());
                 p.log.delete()?;
             }
         }
@@ -364,6 +406,77 @@ impl ReplicaManager {
                 }
             }
         }
+        self.clean_step(now_ms);
+    }
+
+    /// `log.cleaner.enable`: false leaves compacted topics uncleaned, as in Kafka.
+    pub fn set_cleaner_enabled(&mut self, enabled: bool) {
+        self.cleaner_enabled = enabled;
+    }
+
+    /// `log.cleaner.backoff.ms` (tests and the live check use small values).
+    pub fn set_cleaner_backoff_ms(&mut self, backoff_ms: i64) {
+        self.cleaner_backoff_ms = backoff_ms.max(0);
+        self.next_cleaner_check_ms = 0;
+    }
+
+    /// One bounded slice of cleaning (a few MiB of I/O): continues the
+    /// pass in progress, or, when due, starts one on the filthiest
+    /// compacted log, as Kafka's cleaner thread does between backoffs.
+    fn clean_step(&mut self, now_ms: i64) {
+        if !self.cleaner_enabled {
+            return;
+        }
+        if self.cleaner.in_progress().is_none() {
+            if now_ms < self.next_cleaner_check_ms {
+                return;
+            }
+            let filthiest = self
+                .topics
+                .values()
+                .flat_map(|parts| parts.values())
+                .filter_map(|p| Some((self.cleaner.cleaning_priority(&p.log, now_ms)?, p)))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, p)| (p.topic.clone(), p.partition));
+            let Some((topic, partition)) = filthiest else {
+                self.next_cleaner_check_ms = now_ms.saturating_add(self.cleaner_backoff_ms);
+                return;
+            };
+            let p = &self.topics[&topic][&partition];
+            self.cleaner.start(&p.log, now_ms);
+        }
+        let dir = self.cleaner.in_progress().map(|d| d.to_path_buf());
+        let Some(p) = self
+            .topics
+            .values_mut()
+            .flat_map(|parts| parts.values_mut())
+            .find(|p| Some(p.log.dir()) == dir.as_deref())
+        else {
+            self.cleaner.abort(); // deleted while being cleaned
+            return;
+        };
+        let producers = &p.producer_state;
+        let last_data_offset_of =
+            |pid: i64| producers.last_entry(pid).map(|e| e.last_data_offset());
+        match self.cleaner.step(&mut p.log, &last_data_offset_of, now_ms) {
+            Ok(Step::Done(s)) => log::info!(
+                "cleaned {}-{}: offsets {}..{}, {} of {} records kept, {} -> {} bytes, {} groups",
+                p.topic,
+                p.partition,
+                s.first_dirty_offset,
+                s.end_offset,
+                s.records_retained,
+                s.records_read,
+                s.bytes_read,
+                s.bytes_written,
+                s.groups
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                log::error!("cleaning {}-{}: {e}", p.topic, p.partition);
+                self.next_cleaner_check_ms = now_ms.saturating_add(self.cleaner_backoff_ms);
+            }
+        }
     }
 
     pub fn checkpoints(&self) -> Vec<CheckpointEntry> {
@@ -375,6 +488,7 @@ impl ReplicaManager {
                     partition: p.partition,
                     recovery_point: p.log.recovery_point(),
                     log_start_offset: p.log.log_start_offset(),
+                    cleaner_offset: p.log.config().compact.then(|| p.log.cleaner_checkpoint()),
                 });
             }
         }
@@ -386,12 +500,15 @@ impl ReplicaManager {
         let mut out = Vec::new();
         for (topic, parts) in self.topics.drain() {
             for (partition, p) in parts {
+                let cleaner_offset = p.log.config().compact.then(|| p.log.cleaner_checkpoint());
+                self.cleaner.forget(p.log.dir());
                 match p.close() {
                     Ok((leo, lso)) => out.push(CheckpointEntry {
                         topic: topic.clone(),
                         partition,
                         recovery_point: leo,
                         log_start_offset: lso,
+                        cleaner_offset,
                     }),
                     Err(e) => log::error!("closing {topic}-{partition}: {e}"),
                 }

@@ -8,19 +8,17 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, RequestHeader};
-
 use kshard_shards::mailbox::{LocalBoxFuture, Mailbox, ShardUnavailable};
 use kshard_shards::placement;
 use kshard_shards::timer::purgatory::Purgatory;
 
 use crate::config::BrokerConfig;
 use crate::controller::Controller;
+use crate::coordinator::{CoordinatorConfig, GroupCoordinator};
 use crate::delayed_fetch::DelayedFetch;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::{MetadataCache, TopicInfo};
-use crate::protocol::Response;
+use crate::protocol::{Request, Response};
 use crate::replica_manager::{
     FetchPart, FetchPartResult, ListOffsetsPart, ListOffsetsPartResult, ProducePart,
     ProducePartResult, ReplicaManager,
@@ -67,10 +65,7 @@ pub enum ShardRequest {
     },
     /// A request that runs on the controller shard (topic admin).
     Forward {
-        api_key: ApiKey,
-        api_version: i16,
-        header: RequestHeader,
-        body: Bytes,
+        req: Request,
     },
     AutoCreateTopics {
         names: Vec<String>,
@@ -102,6 +97,8 @@ pub struct CheckpointEntry {
     pub partition: i32,
     pub recovery_point: i64,
     pub log_start_offset: i64,
+    /// The cleaner's first dirty offset, for compacted logs only.
+    pub cleaner_offset: Option<i64>,
 }
 
 pub type ShardMailbox = Mailbox<ShardRequest, ShardResponse>;
@@ -119,6 +116,8 @@ pub struct ShardContext {
     pub fetch_sessions: RefCell<FetchSessionCache>,
     /// Only on the controller shard.
     pub controller: Option<RefCell<Controller>>,
+    /// The group coordinator; only on the controller shard.
+    pub coordinator: Option<RefCell<GroupCoordinator>>,
     mailbox: RefCell<Option<Rc<ShardMailbox>>>,
     /// Wakes the purgatory ticker when an earlier deadline arrives.
     ticker_wake: Cell<Option<u64>>,
@@ -140,6 +139,12 @@ impl ShardContext {
     ) -> Self {
         assert!(shard_id < nr_shards);
         assert_eq!(controller.is_some(), shard_id == CONTROLLER_SHARD);
+        let coordinator = (shard_id == CONTROLLER_SHARD).then(|| {
+            RefCell::new(GroupCoordinator::new(
+                CoordinatorConfig::from_broker(&config),
+                now_ms as i64,
+            ))
+        });
         ShardContext {
             shard_id,
             nr_shards,
@@ -150,6 +155,7 @@ impl ShardContext {
             fetch_purgatory: RefCell::new(Purgatory::new("fetch", 1, 512, now_ms)),
             fetch_sessions: RefCell::new(FetchSessionCache::new(shard_id, nr_shards, 1000)),
             controller: controller.map(RefCell::new),
+            coordinator,
             mailbox: RefCell::new(None),
             ticker_wake: Cell::new(None),
             ticker_notify: RefCell::new(None),

@@ -11,7 +11,7 @@ use kshard_shards::oneshot;
 
 use crate::delayed_fetch::DelayedFetch;
 use crate::handlers;
-use crate::protocol::{errors, Request};
+use crate::protocol::errors;
 use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
 
 pub fn handle_shard_request(
@@ -105,18 +105,7 @@ pub fn handle_shard_request(
             ctx.replica_manager.borrow_mut().update_topic_config(&topic);
             Box::pin(async move { ShardResponse::Done })
         }
-        ShardRequest::Forward {
-            api_key,
-            api_version,
-            header,
-            body,
-        } => Box::pin(async move {
-            let req = Request {
-                api_key,
-                api_version,
-                header,
-                body,
-            };
+        ShardRequest::Forward { req } => Box::pin(async move {
             ShardResponse::Forwarded(handlers::controller_dispatch(&ctx, req).await)
         }),
         ShardRequest::AutoCreateTopics { names } => Box::pin(async move {

@@ -12,10 +12,19 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     h
 }
 
+/// Kafka's internal offsets topic. All its partitions live on shard 0, where
+/// the group coordinator runs, so it appends and replays them locally.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// The one placement rule: every caller (request routing, log opening, the
+/// start-up checkpoint split) goes through here.
 #[inline]
 pub fn shard_for(topic: &str, partition: i32, nr_shards: usize) -> usize {
     debug_assert!(nr_shards >= 1);
     debug_assert!(partition >= 0);
+    if topic == OFFSETS_TOPIC {
+        return 0;
+    }
     let start = fnv1a(topic.as_bytes()) as u64;
     ((start + partition as u64) % nr_shards as u64) as usize
 }
@@ -32,5 +41,8 @@ mod tests {
             assert_eq!(owners[p], (owners[0] + p) % n);
         }
         assert_eq!(shard_for("x", 3, 1), 0);
+        for p in 0..50 {
+            assert_eq!(shard_for(OFFSETS_TOPIC, p, 4), 0);
+        }
     }
 }

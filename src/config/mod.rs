@@ -100,6 +100,7 @@ pub struct BrokerConfig {
     pub log_preallocate: bool,
     pub log_cleanup_policy: Vec<String>,
     pub log_cleaner_enable: bool,
+    pub log_cleaner_backoff_ms: i64,
     pub log_cleaner_delete_retention_ms: i64,
     pub log_cleaner_min_compaction_lag_ms: i64,
     pub log_cleaner_max_compaction_lag_ms: i64,
@@ -445,6 +446,7 @@ impl BrokerConfig {
                 .map(str::to_string)
                 .collect(),
             log_cleaner_enable: v.bool("log.cleaner.enable"),
+            log_cleaner_backoff_ms: v.i64("log.cleaner.backoff.ms"),
             log_cleaner_delete_retention_ms: v.i64("log.cleaner.delete.retention.ms"),
             log_cleaner_min_compaction_lag_ms: v.i64("log.cleaner.min.compaction.lag.ms"),
             log_cleaner_max_compaction_lag_ms: v.i64("log.cleaner.max.compaction.lag.ms"),

@@ -5,16 +5,27 @@
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 use std::rc::Rc;
 
@@ -49,9 +60,21 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &req),
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
+        ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req),
         ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::CreatePartitions => {
             forward_to_controller(ctx, req).await
         }
+        // The group coordinator lives on the controller shard.
+        ApiKey::JoinGroup
+        | ApiKey::SyncGroup
+        | ApiKey::Heartbeat
+        | ApiKey::LeaveGroup
+        | ApiKey::OffsetCommit
+        | ApiKey::OffsetFetch
+        | ApiKey::ListGroups
+        | ApiKey::DescribeGroups
+        | ApiKey::DeleteGroups
+        | ApiKey::OffsetDelete => forward_to_controller(ctx, req).await,
         other => Err(format!("API {other:?} is not served")),
     }
 }
@@ -62,15 +85,7 @@ async fn forward_to_controller(ctx: &Rc<ShardContext>, req: Request) -> HandlerR
         return controller_dispatch(ctx, req).await;
     }
     let r = ctx
-        .call(
-            CONTROLLER_SHARD,
-            ShardRequest::Forward {
-                api_key: req.api_key,
-                api_version: req.api_version,
-                header: req.header,
-                body: req.body,
-            },
-        )
+        .call(CONTROLLER_SHARD, ShardRequest::Forward { req })
         .await
         .map_err(|_| "controller shard unavailable".to_string())?;
     match r {
@@ -86,6 +101,16 @@ pub async fn controller_dispatch(ctx: &Rc<ShardContext>, req: Request) -> Handle
         ApiKey::CreateTopics => create_topics::handle(ctx, &req).await,
         ApiKey::DeleteTopics => delete_topics::handle(ctx, &req).await,
         ApiKey::CreatePartitions => create_partitions::handle(ctx, &req).await,
+        ApiKey::JoinGroup => join_group::handle(ctx, &req).await,
+        ApiKey::SyncGroup => sync_group::handle(ctx, &req).await,
+        ApiKey::Heartbeat => heartbeat::handle(ctx, &req),
+        ApiKey::LeaveGroup => leave_group::handle(ctx, &req),
+        ApiKey::OffsetCommit => offset_commit::handle(ctx, &req),
+        ApiKey::OffsetFetch => offset_fetch::handle(ctx, &req),
+        ApiKey::ListGroups => list_groups::handle(ctx, &req),
+        ApiKey::DescribeGroups => describe_groups::handle(ctx, &req),
+        ApiKey::DeleteGroups => delete_groups::handle(ctx, &req),
+        ApiKey::OffsetDelete => offset_delete::handle(ctx, &req),
         other => Err(format!("API {other:?} does not run on the controller")),
     }
 }

@@ -8,6 +8,8 @@ pub mod fetch_encoder;
 #[cfg(test)]
 mod fuzz_tests;
 
+use std::sync::Arc;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -56,6 +58,17 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::DescribeConfigs, 1, 4),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DescribeCluster, 0, 1),
+    api(ApiKey::FindCoordinator, 0, 5),
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::ListGroups, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub fn supported(key: ApiKey) -> Option<&'static ApiRange> {
@@ -68,6 +81,9 @@ pub struct Request {
     pub api_version: i16,
     pub header: RequestHeader,
     pub body: Bytes,
+    /// The client's address as Kafka prints it ("/127.0.0.1"), shared by
+    /// every request of a connection.
+    pub client_host: Arc<str>,
 }
 
 #[derive(Debug)]
@@ -86,7 +102,7 @@ pub enum FrameError {
 }
 
 /// Decodes the request header of one frame (size prefix already removed).
-pub fn parse_request(mut frame: Bytes) -> Result<Request, FrameError> {
+pub fn parse_request(mut frame: Bytes, client_host: &Arc<str>) -> Result<Request, FrameError> {
     if frame.len() < 8 {
         return Err(FrameError::Truncated);
     }
@@ -111,6 +127,7 @@ pub fn parse_request(mut frame: Bytes) -> Result<Request, FrameError> {
         api_version,
         header,
         body: frame,
+        client_host: client_host.clone(),
     })
 }
 
@@ -179,7 +196,7 @@ pub fn decode_body<M: Decodable>(req: &Request) -> Result<M, String> {
 /// for the fuzz targets: any input must give Ok or Err, never a panic.
 pub fn decode_frame(frame: Bytes) -> Result<(), String> {
     use kafka_protocol::messages as m;
-    let req = parse_request(frame).map_err(|e| format!("{e:?}"))?;
+    let req = parse_request(frame, &Arc::from("/fuzz")).map_err(|e| format!("{e:?}"))?;
     match req.api_key {
         ApiKey::Produce => decode_body::<m::ProduceRequest>(&req).map(|_| ()),
         ApiKey::Fetch => decode_body::<m::FetchRequest>(&req).map(|_| ()),
@@ -196,6 +213,17 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
         ApiKey::DescribeConfigs => decode_body::<m::DescribeConfigsRequest>(&req).map(|_| ()),
         ApiKey::CreatePartitions => decode_body::<m::CreatePartitionsRequest>(&req).map(|_| ()),
         ApiKey::DescribeCluster => decode_body::<m::DescribeClusterRequest>(&req).map(|_| ()),
+        ApiKey::FindCoordinator => decode_body::<m::FindCoordinatorRequest>(&req).map(|_| ()),
+        ApiKey::JoinGroup => decode_body::<m::JoinGroupRequest>(&req).map(|_| ()),
+        ApiKey::SyncGroup => decode_body::<m::SyncGroupRequest>(&req).map(|_| ()),
+        ApiKey::Heartbeat => decode_body::<m::HeartbeatRequest>(&req).map(|_| ()),
+        ApiKey::LeaveGroup => decode_body::<m::LeaveGroupRequest>(&req).map(|_| ()),
+        ApiKey::OffsetCommit => decode_body::<m::OffsetCommitRequest>(&req).map(|_| ()),
+        ApiKey::OffsetFetch => decode_body::<m::OffsetFetchRequest>(&req).map(|_| ()),
+        ApiKey::ListGroups => decode_body::<m::ListGroupsRequest>(&req).map(|_| ()),
+        ApiKey::DescribeGroups => decode_body::<m::DescribeGroupsRequest>(&req).map(|_| ()),
+        ApiKey::DeleteGroups => decode_body::<m::DeleteGroupsRequest>(&req).map(|_| ()),
+        ApiKey::OffsetDelete => decode_body::<m::OffsetDeleteRequest>(&req).map(|_| ()),
         other => Err(format!("{other:?} not served")),
     }
 }

@@ -3,6 +3,7 @@
 //! runs each request, writes responses in request order.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -67,6 +68,10 @@ async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(
     let max_request_bytes = ctx.config.socket_request_max_bytes.max(0) as usize;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Vec::new();
+    let client_host: Arc<str> = match stream.peer_addr() {
+        Ok(a) => Arc::from(format!("/{}", a.ip())),
+        Err(_) => Arc::from(""),
+    };
     loop {
         if ctx.shutting_down.get() {
             return Ok(());
@@ -85,7 +90,7 @@ async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(
         if buf.capacity() < READ_CHUNK_BYTES {
             buf.reserve(READ_CHUNK_BYTES);
         }
-        match parse_request(frame) {
+        match parse_request(frame, &client_host) {
             Ok(req) => match handlers::dispatch(ctx, req).await {
                 Ok(Some(resp)) => write_response(stream, resp, &mut scratch).await?,
                 Ok(None) => {}

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use glommio::net::TcpListener;
 
-use kshard_shards::log::checkpoint::OffsetCheckpointFile;
+use kshard_shards::log::checkpoint::{OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE};
+use kshard_shards::log::config::IoMode;
 use kshard_shards::mailbox::MailboxBuilder;
 
 use crate::config::BrokerConfig;
@@ -94,17 +95,64 @@ pub fn write_checkpoints(log_dir: &Path, entries: &[CheckpointEntry]) -> std::io
         .iter()
         .map(|e| (e.topic.clone(), e.partition, e.log_start_offset))
         .collect();
+    let cleaner: Vec<(String, i32, i64)> = entries
+        .iter()
+        .filter_map(|e| Some((e.topic.clone(), e.partition, e.cleaner_offset?)))
+        .collect();
     OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT)).write(&rp)?;
+    OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).write(&cleaner)?;
     OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT)).write(&ls)
+}
+
+/// Every shard binds each listener with SO_REUSEPORT, which would let a
+/// second broker on the same port silently share its connections. So first
+/// see whether anything accepts connections there, and refuse to start if so
+/// (Kafka fails with "Address already in use"). A bind probe would not do:
+/// it trips over this broker's own closing connections after a restart.
+/// Port 0 is resolved to one free port for all shards.
+fn claim_listener_ports(mut config: BrokerConfig) -> Result<BrokerConfig, String> {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
+    for l in config.listeners.iter_mut() {
+        if l.port == 0 {
+            let probe = std::net::TcpListener::bind((l.host.as_str(), 0))
+                .map_err(|e| format!("listeners={}: cannot bind: {e}", l.connection_string()))?;
+            l.port = probe.local_addr().map_err(|e| e.to_string())?.port();
+            continue;
+        }
+        let addrs: Vec<SocketAddr> = (l.host.as_str(), l.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("listeners={}: {e}", l.connection_string()))?
+            .collect();
+        for mut addr in addrs {
+            if addr.ip().is_unspecified() {
+                addr.set_ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok() {
+                return Err(format!(
+                    "listeners={}: cannot bind: Address already in use (another process accepts connections on {addr})",
+                    l.connection_string()
+                ));
+            }
+        }
+    }
+    let ports: Vec<(String, u16)> = config
+        .listeners
+        .iter()
+        .map(|l| (l.listener_name.clone(), l.port))
+        .collect();
+    for a in config.advertised_listeners.iter_mut() {
+        if a.port == 0 {
+            if let Some((_, p)) = ports.iter().find(|(n, _)| *n == a.listener_name) {
+                a.port = *p;
+            }
+        }
+    }
+    Ok(config)
 }
 
 /// Runs the broker until SIGTERM/SIGINT.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
-    crate::partition::set_log_io_mode(match config.log_io_mode {
-        crate::config::LogIoMode::Direct => kshard_shards::log::config::IoMode::Direct,
-        crate::config::LogIoMode::Buffered => kshard_shards::log::config::IoMode::Buffered,
-    });
-    let config = Arc::new(config);
+    let config = Arc::new(claim_listener_ports(config)?);
     let log_dir: PathBuf = config.log_dirs[0].clone();
     if config.log_dirs.len() > 1 {
         log::warn!(
@@ -130,7 +178,8 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     let nr_shards = config.num_shards.max(1);
-    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(nr_shards, 4096);
+    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(nr_shards, 65536)
+        .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
     let controller_slot = Arc::new(Mutex::new(Some(controller)));
     let final_checkpoints: Arc<Mutex<Vec<CheckpointEntry>>> = Arc::new(Mutex::new(Vec::new()));
     let startup_errors: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
@@ -174,11 +223,18 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
             let startup_errors = startup_errors.clone();
             let log_dir = log_dir.clone();
             async move {
-                let rm = ReplicaManager::new(
+                let io_mode = match config.log_io_mode {
+                    crate::config::LogIoMode::Direct => IoMode::Direct,
+                    crate::config::LogIoMode::Buffered => IoMode::Buffered,
+                };
+                let mut rm = ReplicaManager::new(
                     log_dir.clone(),
                     checkpoints,
                     config.producer_id_expiration_ms as i64,
+                    io_mode,
                 );
+                rm.set_cleaner_backoff_ms(config.log_cleaner_backoff_ms);
+                rm.set_cleaner_enabled(config.log_cleaner_enable);
                 let ctx = Rc::new(ShardContext::new(
                     shard_id,
                     nr_shards,
@@ -215,6 +271,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                 }
                 let mb = mailbox.join(shard_id, ctx.handler()).await;
                 ctx.set_mailbox(mb);
+                if shard_id == CONTROLLER_SHARD {
+                    // Creates and replays __consumer_offsets before serving.
+                    crate::coordinator::runtime::start(&ctx).await;
+                }
                 glommio::spawn_local(ctx.clone().run_purgatory_ticker()).detach();
                 glommio::spawn_local(maintenance_loop(ctx.clone())).detach();
                 let listeners: Vec<TcpListener> = config

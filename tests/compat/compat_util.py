@@ -355,3 +355,572 @@ def wait_topics_ready(bootstrap, topics, partitions, timeout_s=60.0):
                 pass
         if pending:
             time.sleep(0.2)
+
+
+# --- consumer groups: member hosts, event recording and checks --------------
+#
+# A member host is a process holding group members, driven on stdin ("add
+# NAME", "close NAME", "exit") and reporting JSON lines on stdout: assigned
+# (gen, added, owned), revoked, lost, consumed (p, from, to, n), commit
+# (offsets acknowledged by the broker), commit_failed, closed, each stamped
+# with CLOCK_MONOTONIC nanoseconds so events of several processes order.
+# The Java host is `Client group-consume`; member_host_main() below is the
+# Python one (confluent-kafka or kafka-python). SIGKILL of a host simulates
+# crashed members: their session must time out on the broker.
+
+# Broker overrides every group test uses (both brokers understand them).
+GROUP_BROKER_OVERRIDES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "5",
+    "offsets.topic.replication.factor": "1",
+}
+GROUP_SESSION_TIMEOUT_MS = 6000
+GROUP_HEARTBEAT_MS = 1000
+
+
+def _emit(ev):
+    import json
+    import sys
+
+    ev["ts"] = time.monotonic_ns()
+    line = json.dumps(ev)
+    with _EMIT_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def _emit_lock():
+    import threading
+
+    return threading.Lock()
+
+
+_EMIT_LOCK = _emit_lock()
+
+
+class _PyMember:
+    """One group member of the Python host, polled on its own thread."""
+
+    def __init__(self, opts, name):
+        import threading
+
+        self.opts = opts
+        self.name = name
+        self.closing = False
+        self.owned = set()
+        self.thread = threading.Thread(target=self.run, name=name, daemon=True)
+
+    def ev(self, kind, **kw):
+        _emit({"ev": kind, "m": self.name, **kw})
+
+    def assigned(self, parts, gen):
+        mine = sorted(p for t, p in parts if t == self.opts["topic"])
+        self.owned |= set(mine)
+        self.ev("assigned", gen=gen, added=mine, owned=sorted(self.owned))
+
+    def revoked(self, parts, kind="revoked"):
+        mine = sorted(p for t, p in parts if t == self.opts["topic"])
+        self.owned -= set(mine)
+        self.ev(kind, parts=mine)
+
+    def run(self):
+        try:
+            if self.opts["client"] == "confluent":
+                self.run_confluent()
+            else:
+                self.run_kafka_python()
+        except Exception as e:  # reported, the test fails on it
+            self.ev("error", err=repr(e))
+        self.ev("closed")
+
+    def batches_done(self, by_part, commit):
+        offsets = {}
+        for p, offs in sorted(by_part.items()):
+            self.ev("consumed", p=p, **{"from": offs[0]}, to=offs[-1], n=len(offs))
+            offsets[str(p)] = offs[-1] + 1
+        try:
+            commit(offsets)
+            self.ev("commit", offsets=offsets)
+        except Exception as e:  # at least once: redelivered to the next owner
+            self.ev("commit_failed", err=repr(e))
+
+    def run_confluent(self):
+        from confluent_kafka import Consumer, TopicPartition as TP
+
+        o = self.opts
+        conf = {
+            "bootstrap.servers": o["bootstrap"],
+            "group.id": o["group"],
+            "client.id": self.name,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": int(o["session_timeout_ms"]),
+            "heartbeat.interval.ms": int(o["heartbeat_ms"]),
+        }
+        if o["assignor"] != "default":
+            conf["partition.assignment.strategy"] = o["assignor"]
+        c = Consumer(conf)
+        c.subscribe(
+            [o["topic"]],
+            on_assign=lambda c_, ps: self.assigned([(p.topic, p.partition) for p in ps], None),
+            on_revoke=lambda c_, ps: self.revoked([(p.topic, p.partition) for p in ps]),
+            on_lost=lambda c_, ps: self.revoked([(p.topic, p.partition) for p in ps], "lost"),
+        )
+
+        def commit(offsets):
+            tps = [TP(o["topic"], int(p), off) for p, off in offsets.items()]
+            for r in c.commit(offsets=tps, asynchronous=False):
+                if r.error is not None:
+                    raise RuntimeError(f"commit {r}: {r.error}")
+
+        while not self.closing:
+            msgs = c.consume(500, 0.2)
+            by_part = {}
+            for m in msgs:
+                if m.error() is not None:
+                    self.ev("poll_error", err=str(m.error()))
+                    continue
+                by_part.setdefault(m.partition(), []).append(m.offset())
+            if by_part:
+                self.batches_done(by_part, commit)
+        c.close()
+
+    def run_kafka_python(self):
+        from kafka import KafkaConsumer, TopicPartition as TP
+        from kafka.consumer.subscription_state import ConsumerRebalanceListener
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+        from kafka.structs import OffsetAndMetadata
+
+        o = self.opts
+        assignors = {
+            "range": RangePartitionAssignor,
+            "roundrobin": RoundRobinPartitionAssignor,
+            "sticky": StickyPartitionAssignor,
+            "cooperative-sticky": CooperativeStickyAssignor,
+        }
+        kw = {}
+        if o["assignor"] != "default":
+            kw["partition_assignment_strategy"] = [assignors[o["assignor"]]]
+        c = KafkaConsumer(
+            bootstrap_servers=o["bootstrap"],
+            group_id=o["group"],
+            client_id=self.name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=int(o["session_timeout_ms"]),
+            heartbeat_interval_ms=int(o["heartbeat_ms"]),
+            max_poll_records=500,
+            **kw,
+        )
+        member = self
+
+        def generation():
+            try:
+                return c._coordinator._generation.generation_id
+            except AttributeError:
+                return None
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                member.revoked([(p.topic, p.partition) for p in revoked])
+
+            def on_partitions_assigned(self, assigned):
+                member.assigned([(p.topic, p.partition) for p in assigned], generation())
+
+            def on_partitions_lost(self, lost):
+                member.revoked([(p.topic, p.partition) for p in lost], "lost")
+
+        c.subscribe(topics=[o["topic"]], listener=Listener())
+
+        def commit(offsets):
+            c.commit({TP(o["topic"], int(p)): OffsetAndMetadata(off, "by " + self.name, -1)
+                      for p, off in offsets.items()})
+
+        while not self.closing:
+            polled = c.poll(timeout_ms=200)
+            by_part = {}
+            for tp, recs in polled.items():
+                if tp.topic == o["topic"] and recs:
+                    by_part[tp.partition] = [r.offset for r in recs]
+            if by_part:
+                self.batches_done(by_part, commit)
+        c.close()
+
+
+def member_host_main():
+    """Entry of the Python member host: python3 -c 'import compat_util;
+    compat_util.member_host_main()' --client confluent|kafka-python ..."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser()
+    for a in ("client", "bootstrap", "topic", "group", "assignor"):
+        ap.add_argument("--" + a, required=True)
+    ap.add_argument("--session-timeout-ms", default=str(GROUP_SESSION_TIMEOUT_MS))
+    ap.add_argument("--heartbeat-ms", default=str(GROUP_HEARTBEAT_MS))
+    opts = vars(ap.parse_args())
+    members = {}
+    _emit({"ev": "host", "m": None})
+    for line in sys.stdin:
+        w = line.split()
+        if len(w) == 2 and w[0] == "add":
+            members[w[1]] = _PyMember(opts, w[1])
+            members[w[1]].thread.start()
+        elif len(w) == 2 and w[0] == "close":
+            m = members.pop(w[1], None)
+            if m is not None:
+                m.closing = True
+                m.thread.join()
+        elif w == ["exit"]:
+            break
+    for m in members.values():
+        m.closing = True
+    for m in members.values():
+        m.thread.join()
+    _emit({"ev": "exit", "m": None})
+
+
+class GroupEvents:
+    """Every event of every host of one group, with waits and checks."""
+
+    def __init__(self, partitions):
+        import threading
+
+        self.partitions = partitions
+        self.events = []
+        self.cond = threading.Condition()
+        self.owned = {}  # member -> set, None before its first assignment
+        self.dead = {}  # member -> monotonic ns when it stopped owning
+        self.gen = {}
+        self.committed = {}  # partition -> highest acknowledged commit
+
+    def add(self, ev):
+        with self.cond:
+            self.events.append(ev)
+            m = ev.get("m")
+            kind = ev["ev"]
+            if kind == "assigned":
+                self.owned[m] = set(ev["owned"])
+                self.gen[m] = ev.get("gen")
+            elif kind in ("revoked", "lost"):
+                self.owned[m] = self.owned.get(m, set()) - set(ev["parts"])
+            elif kind == "closed":
+                self.dead.setdefault(m, ev["ts"])
+            elif kind == "commit":
+                for p, off in ev["offsets"].items():
+                    self.committed[int(p)] = max(self.committed.get(int(p), 0), off)
+            self.cond.notify_all()
+
+    def mark_killed(self, members, ts):
+        with self.cond:
+            for m in members:
+                self.dead.setdefault(m, ts)
+            self.cond.notify_all()
+
+    def wait(self, pred, timeout_s, what):
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not pred():
+                left = deadline - time.monotonic()
+                assert left > 0, f"timed out after {timeout_s}s waiting for {what}; owned={self.owned_now()} " \
+                                 f"committed={self.committed} last events={self.events[-8:]}"
+                self.cond.wait(min(left, 0.5))
+
+    def owned_now(self):
+        return {m: sorted(s) for m, s in self.owned.items() if m not in self.dead and s is not None}
+
+    def stable(self, members, each=None):
+        """The members named (and no other live one) own disjoint sets that
+        cover every partition, each of `each` partitions."""
+        live = {m for m in self.owned if m not in self.dead}
+        if not set(members) <= set(self.owned) or any(m in self.dead for m in members):
+            return False
+        if any(self.owned[m] for m in live - set(members)):
+            return False
+        sets = [self.owned[m] for m in members]
+        if sum(len(s) for s in sets) != self.partitions or set().union(*sets) != set(range(self.partitions)):
+            return False
+        # Generations are not compared: an incremental rebalance that adds
+        # nothing to a member need not call its listener (kafka-python).
+        return each is None or all(len(s) == each for s in sets)
+
+    def wait_stable(self, members, each=None, timeout_s=60):
+        self.wait(lambda: self.stable(members, each), timeout_s, f"stable group {members} with {each} each")
+
+    def wait_caught_up(self, end, timeout_s=60):
+        self.wait(lambda: all(self.committed.get(p, 0) >= n for p, n in end.items()), timeout_s,
+                  f"commits reaching {end}")
+
+    def verify(self, end, allow=(), zombies=False):
+        """Every record consumed, commits monotonic, members resume at or
+        after the last acknowledged commit, no partition owned twice in one
+        generation, nor at one time unless zombies (members the broker
+        expired that have not noticed yet, e.g. across a broker restart)."""
+        with self.cond:
+            evs = sorted(self.events, key=lambda e: e["ts"])
+            dead = dict(self.dead)
+        bad = [e for e in evs if e["ev"] in ("error", "lost", "poll_error") and e["ev"] not in allow]
+        assert not bad, f"unexpected events: {bad[:5]}"
+        # 1. at least once: the consumed ranges cover every offset.
+        seen = {p: set() for p in range(self.partitions)}
+        for e in evs:
+            if e["ev"] == "consumed":
+                assert e["n"] == e["to"] - e["from"] + 1, f"gap inside a fetched batch: {e}"
+                seen[e["p"]].update(range(e["from"], e["to"] + 1))
+        for p, n in end.items():
+            missing = set(range(n)) - seen[p]
+            assert not missing, f"partition {p}: offsets never consumed {sorted(missing)[:10]} (of {len(missing)})"
+        # 2. committed offsets never go backwards.
+        last = {}
+        for e in evs:
+            if e["ev"] == "commit":
+                for p, off in e["offsets"].items():
+                    p = int(p)
+                    assert off >= last.get(p, 0), f"partition {p}: commit {off} by {e['m']} after {last[p]}"
+                    last[p] = off
+        # 3. a new owner starts at or after the last acknowledged commit.
+        last = {}
+        pending = {}  # (member, p) -> commit floor when it got p
+        for e in evs:
+            m = e.get("m")
+            if e["ev"] == "commit":
+                for p, off in e["offsets"].items():
+                    last[int(p)] = off
+            elif e["ev"] == "assigned":
+                for p in e["added"]:
+                    pending[(m, p)] = last.get(p, 0)
+            elif e["ev"] == "consumed" and (m, e["p"]) in pending:
+                floor = pending.pop((m, e["p"]))
+                assert e["from"] >= floor, f"{m} resumed partition {e['p']} at {e['from']}, commit was {floor}"
+        # 4. no partition owned by two members at once, nor in one generation.
+        owner = {}  # p -> member owning it now
+        owned = {}
+        for e in evs:
+            m = e.get("m")
+            for mm in [x for x, ts in dead.items() if ts <= e["ts"] and owned.get(x)]:
+                for p in owned.pop(mm):
+                    owner.pop(p, None)
+            if e["ev"] == "assigned":
+                for p in set(e["owned"]) - owned.get(m, set()):
+                    assert zombies or owner.get(p) in (None, m), \
+                        f"partition {p} given to {m} while {owner[p]} owns it: {e}"
+                    owner[p] = m
+                owned[m] = set(e["owned"])
+            elif e["ev"] in ("revoked", "lost"):
+                for p in e["parts"]:
+                    if owner.get(p) == m:
+                        del owner[p]
+                owned[m] = owned.get(m, set()) - set(e["parts"])
+        by_gen = {}
+        for e in evs:
+            if e["ev"] == "assigned" and e.get("gen") is not None:
+                g = by_gen.setdefault(e["gen"], {})
+                g[e["m"]] = set(e["owned"])
+        for gen, sets in by_gen.items():
+            ms = sorted(sets)
+            for i, a in enumerate(ms):
+                for b in ms[i + 1:]:
+                    both = sets[a] & sets[b]
+                    assert not both, f"generation {gen}: {sorted(both)} owned by both {a} and {b}"
+
+
+class MemberHost:
+    """A member host process feeding one GroupEvents."""
+
+    def __init__(self, cmd, events, label):
+        import subprocess
+        import threading
+
+        self.events = events
+        self.label = label
+        self.members = set()
+        self.stderr = open(f"/tmp/member-host-{label}-{time.monotonic_ns()}.err", "w+b")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     cwd=str(__import__("pathlib").Path(__file__).resolve().parent))
+        self.exited = threading.Event()
+        self.ready = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        assert self.ready.wait(60), f"member host {label} did not start: {self.err_text()}"
+
+    def _read(self):
+        import json
+
+        for line in self.proc.stdout:
+            ev = json.loads(line)
+            ev["host"] = self.label
+            if ev["ev"] == "host":
+                self.ready.set()
+            elif ev["ev"] == "exit":
+                self.exited.set()
+            else:
+                self.events.add(ev)
+        self.ready.set()
+
+    def err_text(self):
+        self.stderr.flush()
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-3000:]
+
+    def send(self, line):
+        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.flush()
+
+    def add(self, *names):
+        for n in names:
+            self.members.add(n)
+            self.send(f"add {n}")
+
+    def close_member(self, name):
+        self.members.discard(name)
+        self.send(f"close {name}")
+
+    def kill(self):
+        """SIGKILL: no LeaveGroup, no commit; the broker must time the
+        members' sessions out."""
+        ts = time.monotonic_ns()
+        self.proc.kill()
+        self.proc.wait()
+        self.events.mark_killed(self.members, ts)
+        self.members = set()
+
+    def exit(self, timeout_s=60):
+        if self.proc.poll() is None:
+            self.send("exit")
+            self.proc.stdin.close()
+            assert self.proc.wait(timeout_s) == 0, f"host {self.label} failed: {self.err_text()}"
+        self.reader.join(10)
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+def python_host(events, label, client, bootstrap, topic, group, assignor):
+    import sys
+
+    cmd = [sys.executable, "-c", "import compat_util; compat_util.member_host_main()",
+           "--client", client, "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+           "--assignor", assignor]
+    return MemberHost(cmd, events, label)
+
+
+def java_host(events, label, classpath, bootstrap, topic, group, assignor):
+    cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+           "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, "kshard.compat.Client",
+           "group-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+           "--assignor", assignor, "--session-timeout-ms", str(GROUP_SESSION_TIMEOUT_MS),
+           "--heartbeat-ms", str(GROUP_HEARTBEAT_MS)]
+    return MemberHost(cmd, events, label)
+
+
+def java_classpath(version):
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parent / "java" / "target" / f"kc-{version}"
+    assert (base / "classes" / "kshard" / "compat" / "Client.class").exists(), \
+        f"Java client for {version} not built: run scripts/setup.sh"
+    return f"{base / 'classes'}:{base / 'libs'}/*"
+
+
+def create_group_topic(bootstrap, topic, partitions, config=None):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    futs = a.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
+                                     config=dict(config or {}))], operation_timeout=30)
+    for f in futs.values():
+        f.result(60)
+    wait_topics_ready(bootstrap, [topic], partitions)
+
+
+class RoundProducer:
+    """Produces rounds of records spread evenly over the partitions and
+    keeps each partition's end offset."""
+
+    def __init__(self, bootstrap, topic, partitions):
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.partitions = partitions
+        self.end = {p: 0 for p in range(partitions)}
+        self.next_i = 0
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+
+    def produce(self, count):
+        errors = []
+        for _ in range(count):
+            i = self.next_i
+            self.next_i += 1
+            self.p.produce(self.topic, key=rec_key(self.topic, i), value=rec_value(self.topic, i),
+                           partition=i % self.partitions,
+                           on_delivery=lambda err, msg: errors.append(err) if err is not None else None)
+            self.end[i % self.partitions] += 1
+            if i % 500 == 0:
+                self.p.poll(0)
+        assert self.p.flush(60) == 0 and not errors, f"produce failed: {errors[:3]}"
+        return dict(self.end)
+
+
+def group_committed(bootstrap, group, topic, partitions):
+    """The broker's committed offsets (OffsetFetch) for one group: {p: offset}."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    res = a.list_consumer_group_offsets([req], request_timeout=30)[group].result(60)
+    return {tp.partition: tp.offset for tp in res.topic_partitions}
+
+
+def run_group_scenario(bootstrap, topic, group, hosts_for, partitions=6, round_records=600):
+    """The issue's scenario: 3 members join (2 partitions each), one leaves
+    (close), one is killed (its session times out), one joins; records are
+    produced at every step and must all be consumed and committed.
+    hosts_for(events) returns {"A": host for m1 and m2, "B": host for the
+    joiner m4, "V": host for the victim m3} (A and B may be the same); a
+    key named after a member ("m2") gives that member its own host."""
+    create_group_topic(bootstrap, topic, partitions)
+    events = GroupEvents(partitions)
+    prod = RoundProducer(bootstrap, topic, partitions)
+    prod.produce(round_records)
+    hosts = hosts_for(events)
+    timings = {}
+    t0 = time.monotonic()
+    try:
+        def host(member, default):
+            return hosts.get(member, hosts[default])
+
+        host("m1", "A").add("m1")
+        host("m2", "A").add("m2")
+        hosts["V"].add("m3")
+        events.wait_stable(["m1", "m2", "m3"], each=partitions // 3)
+        events.wait_caught_up(prod.produce(round_records))
+        timings["join3"] = time.monotonic() - t0
+        host("m1", "A").close_member("m1")
+        events.wait_stable(["m2", "m3"], each=partitions // 2)
+        events.wait_caught_up(prod.produce(round_records))
+        timings["leave"] = time.monotonic() - t0
+        prod.produce(round_records)  # the victim may be mid-batch when killed
+        hosts["V"].kill()
+        events.wait_stable(["m2"], each=partitions, timeout_s=90)
+        events.wait_caught_up(prod.produce(round_records))
+        timings["kill"] = time.monotonic() - t0
+        host("m4", "B").add("m4")
+        events.wait_stable(["m2", "m4"], each=partitions // 2)
+        end = prod.produce(round_records)
+        events.wait_caught_up(end)
+        timings["join"] = time.monotonic() - t0
+        for h in {id(h): h for h in hosts.values()}.values():
+            h.exit()
+        events.verify(end)
+        assert group_committed(bootstrap, group, topic, partitions) == end
+        return timings
+    finally:
+        for h in hosts.values():
+            h.cleanup()

@@ -14,7 +14,7 @@ pub enum IoMode {
 }
 
 /// Kafka's `LogConfig` subset used by [`crate::log::log::Log`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would exceed this.
     pub segment_bytes: u64,
@@ -37,6 +37,18 @@ pub struct LogConfig {
     /// Write path of the active segment; applies to segments that become
     /// active after it is set.
     pub io_mode: IoMode,
+    /// `cleanup.policy` holds `compact`: the cleaner rewrites this log.
+    pub compact: bool,
+    /// `cleanup.policy` holds `delete`: time and size retention apply.
+    pub delete: bool,
+    /// `delete.retention.ms`: how long tombstones outlive their first cleaning.
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this stay uncleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: dirty records older than this force a clean.
+    pub max_compaction_lag_ms: i64,
 }
 
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1024 * 1024 * 1024;
@@ -44,6 +56,8 @@ pub const DEFAULT_SEGMENT_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
 pub const DEFAULT_MAX_INDEX_SIZE_BYTES: u32 = 10 * 1024 * 1024;
+pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
 
 /// Positions in the indexes are i32, so no segment may grow past this.
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
@@ -62,6 +76,12 @@ impl Default for LogConfig {
             flush_interval_ms: i64::MAX,
             preallocate: false,
             io_mode: IoMode::Buffered,
+            compact: false,
+            delete: true,
+            delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
+            min_cleanable_dirty_ratio: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 }
@@ -88,5 +108,10 @@ mod tests {
         assert_eq!(c.max_index_size_bytes, 10_485_760);
         assert!(!c.preallocate);
         assert_eq!(c.io_mode, IoMode::Buffered);
+        assert!(!c.compact && c.delete);
+        assert_eq!(c.delete_retention_ms, 86_400_000);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.5);
+        assert_eq!(c.min_compaction_lag_ms, 0);
+        assert_eq!(c.max_compaction_lag_ms, i64::MAX);
     }
 }

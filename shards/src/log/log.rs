@@ -83,6 +83,8 @@ pub struct Log {
     last_flush_ms: i64,
     /// A segment file was created or deleted since the last dir fsync.
     dir_dirty: bool,
+    /// The cleaner's first dirty offset (`cleaner-offset-checkpoint`).
+    cleaner_checkpoint: i64,
 }
 
 fn invalid_input(msg: String) -> io::Error {
@@ -100,6 +102,8 @@ impl Log {
         now_ms: i64,
     ) -> io::Result<(Log, RecoveryStats)> {
         std::fs::create_dir_all(dir)?;
+        // Before stray .swap files are deleted: finish committed cleanings.
+        super::cleaner::complete_interrupted_swaps(dir)?;
         let (mut segments, stats) = load_segments(dir, &config, recovery_point, now_ms)?;
         let start = log_start_offset.max(0);
         let mut dir_dirty = false;
@@ -127,6 +131,7 @@ impl Log {
             recovery_point: recovery_point.clamp(0, log_end_offset),
             last_flush_ms: now_ms,
             dir_dirty,
+            cleaner_checkpoint: 0,
         };
         log.apply_io_mode_to_active()?;
         Ok((log, stats))
@@ -383,7 +388,8 @@ impl Log {
             .take(self.segments.len() - 1)
             .map(|(&b, s)| (b, s.size_bytes()))
             .collect();
-        if self.config.retention_ms >= 0 {
+        // Without `delete` in cleanup.policy only the log start offset deletes.
+        if self.config.delete && self.config.retention_ms >= 0 {
             for (base, _) in &inactive {
                 let largest = self.segments[base].largest_timestamp()?;
                 if now_ms.saturating_sub(largest) <= self.config.retention_ms {
@@ -392,7 +398,7 @@ impl Log {
                 deletable += 1;
             }
         }
-        if self.config.retention_bytes >= 0 {
+        if self.config.delete && self.config.retention_bytes >= 0 {
             let mut excess = self.size_bytes() as i64 - self.config.retention_bytes;
             for (i, (_, size)) in inactive.iter().enumerate() {
                 if i < deletable {
@@ -493,6 +499,7 @@ impl Log {
         self.log_end_offset = self.active().next_offset();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         self.log_start_offset = self.log_start_offset.min(offset);
+        self.cleaner_checkpoint = self.cleaner_checkpoint.min(self.log_end_offset);
         Ok(())
     }
 
@@ -536,6 +543,36 @@ impl Log {
         let dir = self.dir.clone();
         drop(self);
         std::fs::remove_dir_all(dir)
+    }
+
+    /// All segments, oldest first; the last one is active.
+    pub fn segments(&self) -> impl DoubleEndedIterator<Item = &LogSegment> {
+        self.segments.values()
+    }
+    pub fn active_base_offset(&self) -> i64 {
+        self.active().base_offset()
+    }
+    /// The cleaner's first dirty offset; 0 until set.
+    pub fn cleaner_checkpoint(&self) -> i64 {
+        self.cleaner_checkpoint
+    }
+    pub fn set_cleaner_checkpoint(&mut self, offset: i64) {
+        self.cleaner_checkpoint = offset.clamp(0, self.log_end_offset);
+    }
+    /// The cleaner's in-memory swap: `new` (files already renamed in place)
+    /// replaces the inactive segments `old_bases`, whose files are gone.
+    pub(crate) fn replace_segments(&mut self, old_bases: &[i64], new: LogSegment) {
+        let active = self.active().base_offset();
+        assert!(
+            old_bases.first() == Some(&new.base_offset()),
+            "cleaned segment keeps the group's base offset"
+        );
+        for base in old_bases {
+            assert!(*base < active, "the active segment is never cleaned");
+            self.segments.remove(base);
+        }
+        self.segments.insert(new.base_offset(), new);
+        self.dir_dirty = true;
     }
 
     /// The segment holding `offset`, for tests and tools.

@@ -4,9 +4,12 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
+mod cleaner_filter;
 pub mod config;
 pub mod log;
 pub mod offset_index;
+pub mod offset_map;
 pub mod recovery;
 pub mod segment;
 #[cfg(test)]

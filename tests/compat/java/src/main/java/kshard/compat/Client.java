@@ -1,5 +1,7 @@
 package kshard.compat;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -23,14 +25,17 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
@@ -71,6 +76,7 @@ public final class Client {
             case "offsets": offsets(opts); break;
             case "delete-records": deleteRecords(opts); break;
             case "describe": describe(opts); break;
+            case "group-consume": GroupHost.run(opts); break;
             default: throw new IllegalArgumentException("unknown subcommand " + argv[0]);
         }
         System.out.flush();
@@ -375,6 +381,198 @@ public final class Client {
     }
 
     private Client() {}
+
+    /**
+     * group-consume: a pool of group members in one JVM, driven line by line
+     * on stdin ("add NAME", "close NAME", "exit") by the Python test, which
+     * kills the whole process with SIGKILL to simulate a crashed member.
+     * Every rebalance callback, consumed offset range and acknowledged commit
+     * goes to stdout as a JSON line stamped with System.nanoTime()
+     * (CLOCK_MONOTONIC, the clock Python's time.monotonic_ns() reads), so
+     * events from several processes can be ordered.
+     */
+    static final class GroupHost {
+        private static final Object OUT_LOCK = new Object();
+
+        static void emit(Map<String, Object> ev) {
+            ev.put("ts", System.nanoTime());
+            String line = Json.value(ev);
+            synchronized (OUT_LOCK) {
+                System.out.println(line);
+                System.out.flush();
+            }
+        }
+
+        static Map<String, Object> event(String kind, String member) {
+            Map<String, Object> ev = new LinkedHashMap<>();
+            ev.put("ev", kind);
+            ev.put("m", member);
+            return ev;
+        }
+
+        static void run(Map<String, String> opts) throws Exception {
+            Map<String, Member> members = new LinkedHashMap<>();
+            emit(event("host", null));
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            while ((line = in.readLine()) != null) {
+                String[] w = line.trim().split("\\s+");
+                if (w.length == 2 && w[0].equals("add")) {
+                    Member m = new Member(opts, w[1]);
+                    members.put(w[1], m);
+                    m.thread.start();
+                } else if (w.length == 2 && w[0].equals("close")) {
+                    Member m = members.remove(w[1]);
+                    if (m != null) m.stop();
+                } else if (w.length == 1 && w[0].equals("exit")) {
+                    break;
+                } else if (!line.isBlank()) {
+                    throw new IllegalArgumentException("bad command " + line);
+                }
+            }
+            for (Member m : members.values()) m.closing = true;
+            for (Member m : members.values()) m.stop();
+            emit(event("exit", null));
+        }
+    }
+
+    /** One group member: its own KafkaConsumer on its own thread. */
+    static final class Member implements Runnable, ConsumerRebalanceListener {
+        final String name;
+        final String topic;
+        final Thread thread;
+        final KafkaConsumer<byte[], byte[]> consumer;
+        volatile boolean closing;
+
+        Member(Map<String, String> opts, String name) {
+            this.name = name;
+            this.topic = need(opts, "topic");
+            Properties p = new Properties();
+            p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, need(opts, "group"));
+            p.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
+            p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+            p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, opts.getOrDefault("session-timeout-ms", "6000"));
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, opts.getOrDefault("heartbeat-ms", "1000"));
+            p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, opts.getOrDefault("max-poll-records", "500"));
+            String assignor = assignorClass(opts.getOrDefault("assignor", "default"));
+            if (assignor != null) p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+            p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            this.consumer = new KafkaConsumer<>(p);
+            this.thread = new Thread(this, "member-" + name);
+        }
+
+        static String assignorClass(String name) {
+            switch (name) {
+                case "default": return null;
+                case "range": return "org.apache.kafka.clients.consumer.RangeAssignor";
+                case "roundrobin": return "org.apache.kafka.clients.consumer.RoundRobinAssignor";
+                case "sticky": return "org.apache.kafka.clients.consumer.StickyAssignor";
+                case "cooperative-sticky": return "org.apache.kafka.clients.consumer.CooperativeStickyAssignor";
+                default: throw new IllegalArgumentException("unknown assignor " + name);
+            }
+        }
+
+        void stop() throws InterruptedException {
+            closing = true;
+            thread.join();
+        }
+
+        private List<Object> parts(Collection<TopicPartition> tps) {
+            List<Integer> out = new ArrayList<>();
+            for (TopicPartition tp : tps) {
+                if (tp.topic().equals(topic)) out.add(tp.partition());
+            }
+            Collections.sort(out);
+            return new ArrayList<Object>(out);
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> added) {
+            Map<String, Object> ev = GroupHost.event("assigned", name);
+            // The generation is already the new one when the callback runs.
+            ev.put("gen", consumer.groupMetadata().generationId());
+            ev.put("mid", consumer.groupMetadata().memberId());
+            ev.put("added", parts(added));
+            ev.put("owned", parts(consumer.assignment()));
+            GroupHost.emit(ev);
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> revoked) {
+            Map<String, Object> ev = GroupHost.event("revoked", name);
+            ev.put("parts", parts(revoked));
+            GroupHost.emit(ev);
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> lost) {
+            Map<String, Object> ev = GroupHost.event("lost", name);
+            ev.put("parts", parts(lost));
+            GroupHost.emit(ev);
+        }
+
+        @Override
+        public void run() {
+            try {
+                consumer.subscribe(List.of(topic), this);
+                while (!closing) {
+                    ConsumerRecords<byte[], byte[]> recs;
+                    try {
+                        recs = consumer.poll(Duration.ofMillis(200));
+                    } catch (KafkaException e) {
+                        Map<String, Object> ev = GroupHost.event("poll_error", name);
+                        ev.put("err", e.toString());
+                        GroupHost.emit(ev);
+                        Thread.sleep(100);
+                        continue;
+                    }
+                    if (recs.isEmpty()) continue;
+                    Map<TopicPartition, OffsetAndMetadata> commit = new HashMap<>();
+                    Map<String, Object> committed = new LinkedHashMap<>();
+                    for (TopicPartition tp : recs.partitions()) {
+                        List<ConsumerRecord<byte[], byte[]>> rs = recs.records(tp);
+                        long first = rs.get(0).offset();
+                        long last = rs.get(rs.size() - 1).offset();
+                        Map<String, Object> ev = GroupHost.event("consumed", name);
+                        ev.put("p", tp.partition());
+                        ev.put("from", first);
+                        ev.put("to", last);
+                        ev.put("n", rs.size());
+                        GroupHost.emit(ev);
+                        commit.put(tp, new OffsetAndMetadata(last + 1, "by " + name));
+                        committed.put(Integer.toString(tp.partition()), last + 1);
+                    }
+                    try {
+                        consumer.commitSync(commit, Duration.ofSeconds(30));
+                        Map<String, Object> ev = GroupHost.event("commit", name);
+                        ev.put("offsets", committed);
+                        GroupHost.emit(ev);
+                    } catch (KafkaException e) {
+                        // At least once: the records come again to whoever owns them next.
+                        Map<String, Object> ev = GroupHost.event("commit_failed", name);
+                        ev.put("err", e.toString());
+                        GroupHost.emit(ev);
+                    }
+                }
+            } catch (Exception e) {
+                Map<String, Object> ev = GroupHost.event("error", name);
+                ev.put("err", e.toString());
+                GroupHost.emit(ev);
+            } finally {
+                try {
+                    consumer.close(Duration.ofSeconds(30));
+                } catch (Exception e) {
+                    Map<String, Object> ev = GroupHost.event("error", name);
+                    ev.put("err", "close: " + e);
+                    GroupHost.emit(ev);
+                }
+                GroupHost.emit(GroupHost.event("closed", name));
+            }
+        }
+    }
 
     /** Minimal JSON writer: strings, numbers, booleans, null, lists, maps. */
     static final class Json {

@@ -1,0 +1,539 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of kshard and Apache Kafka 3.9.1 (ZooKeeper mode)
+on this machine, in one run, with the same client (kshard-perf) and with
+Kafka's own ProducerPerformance / ConsumerPerformance.
+
+Usage: perf/compare.sh [--quick] [--duration-s S] [--consume-size-mib M]
+                       [--data-dir DIR] [--out FILE.json] [--no-build]
+
+Kafka's jars come from scripts/kafka-jars.sh (cached outside the repo).
+Everything runs on 127.0.0.1 only, on free ports; every load is bounded in
+records or time.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KAFKA_VERSION = os.environ.get("KSHARD_KAFKA_VERSION", "3.9.1")
+CACHE = Path(os.environ.get("KSHARD_CACHE_DIR", Path.home() / ".cache" / "kshard"))
+LIBS = CACHE / f"kafka-{KAFKA_VERSION}" / "libs"
+READY_TIMEOUT_S = 120.0
+# Every client command run, in order, for the JSON record (binary paths
+# shortened to their names).
+COMMANDS = []
+
+
+def note(cmd):
+    line = " ".join(Path(c).name if c.startswith("/") and "/bin/" in c else c for c in cmd)
+    if not COMMANDS or COMMANDS[-1] != line:  # retry loops repeat themselves
+        COMMANDS.append(line)
+STARTUP_PARTITIONS = 1000
+
+
+def log(msg):
+    print(f"[compare {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    """A port nobody listens on. kshard binds with SO_REUSEPORT, so a port
+    already taken by another kshard would be silently shared: check ss too."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
+        if not out.strip():
+            return port
+    raise RuntimeError("no free port")
+
+
+def wait_port(port, proc, timeout_s=READY_TIMEOUT_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"port {port} not open after {timeout_s}s")
+
+
+def rss_kib(pid):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+class RssSampler:
+    """Max VmRSS of a process while the workloads run."""
+
+    def __init__(self):
+        self.max_kib = 0
+        self.pid = None
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while not self._stop.wait(0.5):
+            if self.pid:
+                v = rss_kib(self.pid)
+                if v:
+                    self.max_kib = max(self.max_kib, v)
+
+    def stop(self):
+        self._stop.set()
+
+
+class Proc:
+    def __init__(self, name, cmd, workdir, env=None):
+        self.name = name
+        self.cmd = cmd
+        self.workdir = workdir
+        self.env = env
+        self.proc = None
+        self.log_path = workdir / f"{name}.log"
+
+    def start(self):
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=self.workdir, env=self.env, start_new_session=True)
+        logf.close()
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self, timeout_s=60):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def java(cp, main, args, heap=("-Xmx512M",)):
+    return ["java", *heap, "-XX:+UseG1GC", f"-Dlog4j.configuration=file:{cp['log4j']}",
+            "-cp", f"{LIBS}/*", main] + args
+
+
+class Broker:
+    """One broker under test: kafka (with its ZooKeeper) or kshard."""
+
+    def __init__(self, kind, root, bins, cp):
+        self.kind = kind
+        self.root = root / kind
+        self.root.mkdir(parents=True)
+        self.data = self.root / "data"
+        self.data.mkdir()
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.bins = bins
+        self.cp = cp
+        self.zk = None
+        self.proc = None
+
+    def start_zk(self):
+        zk_port = free_port()
+        zk_dir = self.root / "zk"
+        zk_dir.mkdir(exist_ok=True)
+        cfg = self.root / "zoo.cfg"
+        cfg.write_text(f"tickTime=2000\ndataDir={zk_dir}\nclientPort={zk_port}\n"
+                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+        self.zk = Proc("zookeeper", java(self.cp, "org.apache.zookeeper.server.ZooKeeperServerMain",
+                                         [str(cfg)]), self.root).start()
+        wait_port(zk_port, self.zk.proc)
+        props = {
+            "broker.id": "0",
+            "listeners": f"PLAINTEXT://{self.bootstrap}",
+            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "log.dirs": str(self.data),
+            "zookeeper.connect": f"127.0.0.1:{zk_port}",
+            "num.partitions": "1",
+            "auto.create.topics.enable": "true",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        (self.root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def command(self):
+        if self.kind == "kafka":
+            # Kafka's own start script default heap (kafka-server-start.sh).
+            return java(self.cp, "kafka.Kafka", [str(self.root / "server.properties")],
+                        heap=("-Xmx1G", "-Xms1G"))
+        return [str(self.bins["kshard"]),
+                "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
+                "--override", f"log.dirs={self.data}",
+                "--override", "num.partitions=1",
+                "--override", "auto.create.topics.enable=true"]
+
+    def start(self):
+        if self.kind == "kafka" and self.zk is None:
+            self.start_zk()
+        t0 = time.monotonic()
+        self.proc = Proc(self.kind, self.command(), self.root).start()
+        wait_port(self.port, self.proc.proc)
+        return t0
+
+    def stop(self):
+        if self.proc:
+            self.proc.stop()
+
+    def stop_all(self):
+        self.stop()
+        if self.zk:
+            self.zk.stop()
+
+
+def perf(bins, args, timeout_s):
+    """Runs kshard-perf with --json; returns the parsed summary."""
+    cmd = [str(bins["kshard-perf"])] + args + ["--json"]
+    note(cmd)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def wait_ready(bins, b, timeout_s=READY_TIMEOUT_S):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", "probe",
+                            "--num-records", "1", "--record-size", "10", "--partitions", "1"], 60)
+            if r["records"] == 1:
+                return
+        except Exception as e:  # not up yet
+            last = e
+        time.sleep(0.2)
+    raise RuntimeError(f"{b.kind} not ready: {last}")
+
+
+PP_RE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+                   r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
+
+
+def producer_performance(cp, b, topic, num_records, record_size, acks, timeout_s):
+    cmd = java(cp, "org.apache.kafka.tools.ProducerPerformance", [
+        "--topic", topic, "--num-records", str(num_records), "--record-size", str(record_size),
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={b.bootstrap}", f"acks={acks}",
+        "batch.size=65536", "linger.ms=5"])
+    note(cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance"):])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    m = None
+    for line in out.stdout.splitlines():
+        m = PP_RE.search(line) or m
+    if not m:
+        raise RuntimeError(f"ProducerPerformance output not understood: {out.stdout[-400:]} {out.stderr[-400:]}")
+    return {"records": int(m.group(1)), "records_per_s": float(m.group(2)), "mb_per_s": float(m.group(3)),
+            "p50_ms": float(m.group(6)), "p99_ms": float(m.group(8))}
+
+
+def consumer_performance(cp, b, topic, messages, timeout_s):
+    cmd = java(cp, "org.apache.kafka.tools.ConsumerPerformance", [
+        "--bootstrap-server", b.bootstrap, "--topic", topic, "--messages", str(messages),
+        "--timeout", "20000", "--group", f"cperf-{int(time.time() * 1000)}"])
+    note(cmd[cmd.index("org.apache.kafka.tools.ConsumerPerformance"):])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    lines = [l for l in out.stdout.splitlines() if l.count(",") >= 9 and not l.startswith("start.time")]
+    if not lines:
+        raise RuntimeError(f"ConsumerPerformance output not understood: {out.stdout[-400:]} {out.stderr[-400:]}")
+    f = [x.strip() for x in lines[-1].split(",")]
+    return {"mb": float(f[2]), "mb_per_s": float(f[3]), "records": int(f[4]), "records_per_s": float(f[5]),
+            "fetch_mb_per_s": float(f[8]), "fetch_records_per_s": float(f[9])}
+
+
+def machine_ceiling(root, quick):
+    res = {}
+    if shutil.which("iperf3"):
+        port = free_port()
+        srv = subprocess.Popen(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "3" if quick else "10", "-J"],
+                             capture_output=True, text=True, timeout=60)
+        srv.wait(10)
+        try:
+            bps = json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"]
+            res["loopback_tcp_mb_per_s"] = bps / 8 / 1024 / 1024
+        except (KeyError, ValueError):
+            log(f"iperf3 output not understood: {out.stdout[-300:]}")
+    else:
+        log("iperf3 missing (apt-get install iperf3): loopback ceiling skipped")
+    if shutil.which("fio"):
+        f = root / "fio.dat"
+        out = subprocess.run(["fio", "--name=seqwrite", f"--filename={f}", "--rw=write", "--bs=1M",
+                              "--size=" + ("512M" if quick else "4G"), "--direct=1", "--ioengine=libaio",
+                              "--iodepth=8", "--end_fsync=1", "--output-format=json"],
+                             capture_output=True, text=True, timeout=600)
+        f.unlink(missing_ok=True)
+        try:
+            bw_kib = json.loads(out.stdout)["jobs"][0]["write"]["bw"]
+            res["disk_odirect_write_mb_per_s"] = bw_kib / 1024
+        except (KeyError, ValueError, IndexError):
+            log(f"fio output not understood: {out.stdout[-300:]} {out.stderr[-300:]}")
+    else:
+        log("fio missing (apt-get install fio): disk ceiling skipped")
+    return res
+
+
+def run(args):
+    root = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="kshard-compare-"))
+    root.mkdir(parents=True, exist_ok=True)
+    log(f"work dir {root}")
+    subprocess.run([str(REPO / "scripts" / "kafka-jars.sh"), KAFKA_VERSION], check=True)
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "-p", "kshard", "-p", "kshard-perf"], cwd=REPO, check=True)
+    # Private copies: a rebuild during the run must not swap binaries.
+    bins = {}
+    (root / "bin").mkdir(exist_ok=True)
+    for name in ("kshard", "kshard-perf"):
+        dst = root / "bin" / name
+        shutil.copy2(REPO / "target" / "release" / name, dst)
+        bins[name] = dst
+    log4j = root / "log4j.properties"
+    log4j.write_text("log4j.rootLogger=WARN, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
+                     "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
+                     "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+    cp = {"log4j": log4j}
+    D = args.duration_s
+    results = {"machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname()),
+                           "load_avg_at_start": os.getloadavg()},
+               "params": {"duration_s": D, "consume_size_mib": args.consume_size_mib}}
+    log("machine ceiling (iperf3, fio)")
+    results["ceiling"] = machine_ceiling(root, args.quick)
+
+    brokers = {k: Broker(k, root, bins, cp) for k in ("kafka", "kshard")}
+    samplers = {}
+    fig = {k: {} for k in brokers}
+    try:
+        for k, b in brokers.items():
+            log(f"starting {k} on {b.bootstrap}")
+            b.start()
+            wait_ready(bins, b)
+        time.sleep(5)
+        for k, b in brokers.items():
+            fig[k]["rss_idle_mib"] = rss_kib(b.proc.pid) / 1024
+            if b.zk:
+                fig[k]["zookeeper_rss_mib"] = rss_kib(b.zk.pid) / 1024
+            samplers[k] = RssSampler()
+            samplers[k].pid = b.proc.pid
+
+        order = list(brokers)
+        for w, (name, fn) in enumerate([("produce_1k_acks1", w_produce_1k), ("produce_100b_acksall", w_produce_100b),
+                                        ("consume", w_consume), ("e2e", w_e2e)]):
+            # Alternate which broker goes first.
+            for k in (order if w % 2 == 0 else order[::-1]):
+                log(f"{name} on {k}")
+                try:
+                    fig[k].update(fn(bins, cp, brokers[k], D, args))
+                except Exception as e:
+                    log(f"  {name} on {k} failed: {e}")
+                    fig[k][f"{name}_error"] = str(e)[:300]
+        for k in brokers:
+            samplers[k].stop()
+            fig[k]["rss_loaded_mib"] = samplers[k].max_kib / 1024
+        for k in (order[::-1]):
+            log(f"startup with {STARTUP_PARTITIONS} partitions on {k}")
+            try:
+                fig[k]["startup_s"] = w_startup(bins, brokers[k])
+            except Exception as e:
+                log(f"  startup on {k} failed: {e}")
+                fig[k]["startup_error"] = str(e)[:300]
+    finally:
+        for b in brokers.values():
+            b.stop_all()
+    results["figures"] = fig
+    results["commands"] = COMMANDS
+    results["machine"]["load_avg_at_end"] = os.getloadavg()
+    report(results, args)
+    if not args.keep and not args.data_dir:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def w_produce_1k(bins, cp, b, D, args):
+    topic = "w1"
+    r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
+                    "--record-size", "1024", "--acks", "1", "--duration-s", str(D)], D * 4 + 120)
+    out = {"w1_perf_records_per_s": r["records_per_s"], "w1_perf_mb_per_s": r["mb_per_s"],
+           "w1_perf_p99_ms": r["latency_ms"]["p99"]}
+    n = int(min(max(r["records_per_s"] * D, 10_000), 50_000_000))
+    pp = producer_performance(cp, b, topic, n, 1024, "1", D * 10 + 180)
+    out.update({"w1_pp_records_per_s": pp["records_per_s"], "w1_pp_mb_per_s": pp["mb_per_s"]})
+    return out
+
+
+def w_produce_100b(bins, cp, b, D, args):
+    topic = "w2"
+    r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
+                    "--record-size", "100", "--acks", "all", "--duration-s", str(D)], D * 4 + 120)
+    out = {"w2_perf_records_per_s": r["records_per_s"], "w2_perf_mb_per_s": r["mb_per_s"],
+           "w2_perf_p99_ms": r["latency_ms"]["p99"]}
+    n = int(min(max(r["records_per_s"] * D, 10_000), 100_000_000))
+    pp = producer_performance(cp, b, topic, n, 100, "all", D * 10 + 180)
+    out.update({"w2_pp_records_per_s": pp["records_per_s"], "w2_pp_mb_per_s": pp["mb_per_s"]})
+    return out
+
+
+def w_consume(bins, cp, b, D, args):
+    topic = "w3"
+    n = args.consume_size_mib * 1024
+    perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
+                "--record-size", "1024", "--acks", "1", "--num-records", str(n)], 1800)
+    # Warm the page cache once, then measure.
+    perf(bins, ["consume", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-start"], 1800)
+    r = perf(bins, ["consume", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-start"], 1800)
+    out = {"w3_perf_mb_per_s": r["mb_per_s"], "w3_perf_records_per_s": r["records_per_s"],
+           "w3_perf_records": r["records"]}
+    cperf = consumer_performance(cp, b, topic, n, 1800)
+    out.update({"w3_cp_mb_per_s": cperf["fetch_mb_per_s"], "w3_cp_records": cperf["records"]})
+    return out
+
+
+def w_e2e(bins, cp, b, D, args):
+    r = perf(bins, ["e2e", "--bootstrap-server", b.bootstrap, "--topic", "w4", "--partitions", "1",
+                    "--throughput", "20000", "--record-size", "1024", "--acks", "all", "--duration-s", str(D)],
+             D * 4 + 120)
+    lat = r["e2e_latency_ms"]
+    return {"w4_e2e_p50_ms": lat["p50"], "w4_e2e_p99_ms": lat["p99"], "w4_e2e_p999_ms": lat["p999"],
+            "w4_e2e_max_ms": lat["max"], "w4_records_per_s": r["records_per_s"]}
+
+
+def w_startup(bins, b):
+    topic = "startup1000"
+    args = ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions",
+            str(STARTUP_PARTITIONS), "--num-records", str(STARTUP_PARTITIONS), "--record-size", "100"]
+    perf(bins, args, 300)
+    b.stop()
+    t0 = time.monotonic()
+    b.proc = Proc(b.kind, b.command(), b.root).start()
+    deadline = t0 + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            # Round robin: one record to each of the 1,000 partitions.
+            r = perf(bins, args, 120)
+            if r["records"] == STARTUP_PARTITIONS and r["errors"] == 0:
+                return time.monotonic() - t0
+        except Exception:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("no successful produce after restart")
+
+
+ROWS = [
+    # key, label, higher_is_better
+    ("w1_perf_mb_per_s", "1) produce 1KiB acks=1 8p, kshard-perf MB/s", True),
+    ("w1_perf_records_per_s", "1) produce 1KiB acks=1 8p, kshard-perf rec/s", True),
+    ("w1_pp_mb_per_s", "1) produce 1KiB acks=1 8p, ProducerPerformance MB/s", True),
+    ("w2_perf_records_per_s", "2) produce 100B acks=all, kshard-perf rec/s", True),
+    ("w2_pp_records_per_s", "2) produce 100B acks=all, ProducerPerformance rec/s", True),
+    ("w3_perf_mb_per_s", "3) consume from start, kshard-perf MB/s", True),
+    ("w3_cp_mb_per_s", "3) consume from start, ConsumerPerformance fetch MB/s", True),
+    ("w4_e2e_p50_ms", "4) e2e 20k/s 1KiB acks=all p50 ms", False),
+    ("w4_e2e_p99_ms", "4) e2e 20k/s 1KiB acks=all p99 ms", False),
+    ("w4_e2e_p999_ms", "4) e2e 20k/s 1KiB acks=all p99.9 ms", False),
+    ("rss_idle_mib", "5) RSS idle MiB", False),
+    ("rss_loaded_mib", "5) RSS loaded (max) MiB", False),
+    ("startup_s", f"6) restart to first produce, {STARTUP_PARTITIONS} partitions, s", False),
+]
+
+
+def report(results, args):
+    fig = results["figures"]
+    table = []
+    for key, label, higher in ROWS:
+        ka, ks = fig["kafka"].get(key), fig["kshard"].get(key)
+        ratio = (ks / ka) if (ka and ks is not None) else None
+        table.append({"figure": label, "key": key, "kafka": ka, "kshard": ks, "ratio_kshard_over_kafka": ratio,
+                      "higher_is_better": higher})
+    results["table"] = table
+    ceil = results["ceiling"]
+    fractions = {}
+    for k in ("kafka", "kshard"):
+        f = {}
+        if "disk_odirect_write_mb_per_s" in ceil and "w1_perf_mb_per_s" in fig[k]:
+            f["w1_of_disk_write"] = fig[k]["w1_perf_mb_per_s"] / ceil["disk_odirect_write_mb_per_s"]
+        if "loopback_tcp_mb_per_s" in ceil:
+            for key in ("w1_perf_mb_per_s", "w3_perf_mb_per_s"):
+                if key in fig[k]:
+                    f[f"{key[:2]}_of_loopback"] = fig[k][key] / ceil["loopback_tcp_mb_per_s"]
+        fractions[k] = f
+    results["ceiling_fractions"] = fractions
+
+    def fmt(v):
+        if v is None:
+            return "-"
+        return f"{v:,.2f}" if abs(v) < 1000 else f"{v:,.0f}"
+
+    w = max(len(r["figure"]) for r in table)
+    print(f"\n{'figure':<{w}}  {'Kafka':>12}  {'kshard':>12}  {'kshard/Kafka':>12}")
+    print("-" * (w + 44))
+    for r in table:
+        better = "" if r["ratio_kshard_over_kafka"] is None else (
+            " (higher better)" if r["higher_is_better"] else " (lower better)")
+        print(f"{r['figure']:<{w}}  {fmt(r['kafka']):>12}  {fmt(r['kshard']):>12}  "
+              f"{fmt(r['ratio_kshard_over_kafka']):>12}{better}")
+    print("\nmachine ceiling (same run):")
+    for k, v in ceil.items():
+        print(f"  {k}: {v:,.1f}")
+    for k, f in fractions.items():
+        print(f"  {k}: " + ", ".join(f"{n} {v:.1%}" for n, v in f.items()))
+    if "zookeeper_rss_mib" in fig["kafka"]:
+        print(f"  (Kafka's ZooKeeper RSS, not counted above: {fig['kafka']['zookeeper_rss_mib']:.0f} MiB)")
+    errors = {k: {n: v for n, v in f.items() if n.endswith("_error")} for k, f in fig.items()}
+    for k, e in errors.items():
+        for n, v in e.items():
+            print(f"  {k} {n}: {v}")
+    print(f"  load average at start {results['machine']['load_avg_at_start']}, "
+          f"at end {results['machine']['load_avg_at_end']} on {results['machine']['cpus']} cpus")
+    out = Path(args.out)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"\nJSON written to {out}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="15 s per workload, 256 MiB consume topic")
+    p.add_argument("--duration-s", type=int, default=None, help="seconds per timed workload (default 60)")
+    p.add_argument("--consume-size-mib", type=int, default=None, help="size of the consume topic (default 4096)")
+    p.add_argument("--data-dir", default=None, help="where brokers keep data (default: a new temp dir)")
+    p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "kshard-compare-results.json"),
+                   help="JSON output file (default: in the temp dir, not the repo)")
+    p.add_argument("--no-build", action="store_true", help="use the existing target/release binaries")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = p.parse_args()
+    if args.duration_s is None:
+        args.duration_s = 15 if args.quick else 60
+    if args.consume_size_mib is None:
+        args.consume_size_mib = 256 if args.quick else 4096
+    run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,487 @@
+//! State-machine tests of the coordinator against an in-memory log.
+
+use bytes::Bytes;
+use kshard_shards::log::batch::{BatchIter, RECORD_BATCH_OVERHEAD};
+use kshard_shards::log::records::RecordIter;
+use kshard_shards::oneshot;
+
+use super::*;
+use crate::coordinator::offsets::CommitPart;
+
+#[derive(Default)]
+struct MemLog {
+    batches: Vec<(i32, Vec<u8>)>,
+    fail_with: i16,
+}
+
+impl OffsetsLog for MemLog {
+    fn append(&mut self, partition: i32, batch: Vec<u8>) -> i16 {
+        if self.fail_with != 0 {
+            return self.fail_with;
+        }
+        self.batches.push((partition, batch));
+        0
+    }
+}
+
+impl MemLog {
+    /// Every (key, value) appended, in order.
+    fn records(&self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        for (_, b) in &self.batches {
+            for item in BatchIter::new(b) {
+                let (_, _, batch) = item.unwrap();
+                for r in RecordIter::new(&batch[RECORD_BATCH_OVERHEAD..]) {
+                    let r = r.unwrap();
+                    out.push((r.key.unwrap().to_vec(), r.value.map(|v| v.to_vec())));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn config(delay_ms: i64) -> CoordinatorConfig {
+    CoordinatorConfig {
+        num_partitions: 50,
+        initial_rebalance_delay_ms: delay_ms,
+        min_session_timeout_ms: 6000,
+        max_session_timeout_ms: 1_800_000,
+        max_group_size: 100,
+        offsets_retention_ms: 7 * 24 * 3600 * 1000,
+    }
+}
+
+fn coordinator(delay_ms: i64) -> GroupCoordinator {
+    let mut c = GroupCoordinator::new(config(delay_ms), 0);
+    c.finish_loading(0);
+    c
+}
+
+fn join(member: &str, protocols: &[&str]) -> JoinParams {
+    JoinParams {
+        group_id: "g".into(),
+        member_id: member.into(),
+        group_instance_id: None,
+        client_id: "client".into(),
+        client_host: "".into(),
+        rebalance_timeout_ms: 10_000,
+        session_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: protocols
+            .iter()
+            .map(|p| (p.to_string(), Bytes::from(p.to_string())))
+            .collect(),
+        require_known_member_id: true,
+        supports_skip_assignment: false,
+    }
+}
+
+fn ready<T>(rx: oneshot::Receiver<T>) -> Option<T> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let mut rx = std::pin::pin!(rx);
+    match rx.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(v)) => Some(v),
+        _ => None,
+    }
+}
+
+use std::future::Future;
+
+/// MEMBER_ID_REQUIRED, then a real join; returns the member id.
+fn join_new(
+    c: &mut GroupCoordinator,
+    log: &mut MemLog,
+    now: i64,
+) -> (String, oneshot::Receiver<JoinResult>) {
+    let r = ready(c.join_group(log, join("", &["range"]), now)).unwrap();
+    assert_eq!(r.error, errors::MEMBER_ID_REQUIRED);
+    assert!(r.member_id.starts_with("client-"));
+    let rx = c.join_group(log, join(&r.member_id, &["range"]), now);
+    (r.member_id, rx)
+}
+
+#[test]
+fn single_member_full_cycle_and_persistence() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, rx) = join_new(&mut c, &mut log, 1);
+    let j = ready(rx).expect("joined at once with no initial delay");
+    assert_eq!((j.error, j.generation_id), (0, 1));
+    assert_eq!(j.leader_id, m1);
+    assert_eq!(j.members.len(), 1);
+    assert_eq!(j.protocol_name.as_deref(), Some("range"));
+    assert_eq!(c.groups["g"].state, GroupState::CompletingRebalance);
+    // Commit before sync: REBALANCE_IN_PROGRESS.
+    let part = CommitPart {
+        topic: "t".into(),
+        partition: 0,
+        offset: 5,
+        leader_epoch: -1,
+        metadata: Some("meta".into()),
+    };
+    let r = c.commit_offsets(
+        &mut log,
+        "g",
+        1,
+        &m1,
+        None,
+        -1,
+        std::slice::from_ref(&part),
+        2,
+    );
+    assert_eq!(r, vec![errors::REBALANCE_IN_PROGRESS]);
+    let assignment = Bytes::from_static(b"assign");
+    let s = ready(c.sync_group(
+        &mut log,
+        "g",
+        1,
+        &m1,
+        None,
+        None,
+        None,
+        vec![(m1.clone(), assignment.clone())],
+        3,
+    ))
+    .unwrap();
+    assert_eq!(s.error, 0);
+    assert_eq!(s.assignment, assignment);
+    assert_eq!(c.groups["g"].state, GroupState::Stable);
+    assert_eq!(c.heartbeat(&mut log, "g", 1, &m1, None, 4), 0);
+    assert_eq!(
+        c.heartbeat(&mut log, "g", 0, &m1, None, 4),
+        errors::ILLEGAL_GENERATION
+    );
+    assert_eq!(
+        c.heartbeat(&mut log, "g", 1, "nobody", None, 4),
+        errors::UNKNOWN_MEMBER_ID
+    );
+    let r = c.commit_offsets(
+        &mut log,
+        "g",
+        1,
+        &m1,
+        None,
+        -1,
+        std::slice::from_ref(&part),
+        5,
+    );
+    assert_eq!(r, vec![0]);
+    let r = c.commit_offsets(
+        &mut log,
+        "g",
+        0,
+        &m1,
+        None,
+        -1,
+        std::slice::from_ref(&part),
+        5,
+    );
+    assert_eq!(r, vec![errors::ILLEGAL_GENERATION]);
+    let (e, rows) = c.fetch_offsets("g", Some(&[("t".into(), 0), ("t".into(), 1)]));
+    assert_eq!(e, 0);
+    assert_eq!(rows[0], ("t".into(), 0, 5, -1, "meta".into()));
+    assert_eq!(rows[1], ("t".into(), 1, -1, -1, "".into()));
+
+    // Replaying what was written rebuilds the group and its offsets.
+    let mut c2 = GroupCoordinator::new(config(0), 0);
+    for (k, v) in log.records() {
+        c2.load_record(&k, v.as_deref(), 10).unwrap();
+    }
+    c2.finish_loading(10);
+    let g = &c2.groups["g"];
+    assert_eq!((g.state, g.generation_id), (GroupState::Stable, 1));
+    assert_eq!(g.members[&m1].assignment, assignment);
+    assert_eq!(
+        c2.fetch_offsets("g", None).1,
+        vec![("t".into(), 0, 5, -1, "meta".into())]
+    );
+    // The loaded member still heartbeats with its generation.
+    assert_eq!(c2.heartbeat(&mut log, "g", 1, &m1, None, 11), 0);
+
+    // Leaving empties the group; it is then deletable.
+    let (top, per) = c.leave_group(&mut log, "g", &[(m1.clone(), None)], 6);
+    assert_eq!((top, per), (0, vec![0]));
+    assert_eq!(c.groups["g"].state, GroupState::Empty);
+    assert_eq!(c.groups["g"].generation_id, 2);
+    assert_eq!(
+        c.delete_groups(&mut log, &["g".into(), "nope".into()], 7),
+        vec![0, errors::GROUP_ID_NOT_FOUND]
+    );
+    assert!(!c.groups.contains_key("g"));
+    let mut c3 = GroupCoordinator::new(config(0), 0);
+    for (k, v) in log.records() {
+        c3.load_record(&k, v.as_deref(), 10).unwrap();
+    }
+    assert!(!c3.groups.contains_key("g"), "tombstones replayed");
+}
+
+#[test]
+fn second_member_triggers_rebalance_and_both_join() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, rx1) = join_new(&mut c, &mut log, 1);
+    ready(rx1).unwrap();
+    ready(c.sync_group(&mut log, "g", 1, &m1, None, None, None, vec![], 2)).unwrap();
+    // Second member: must not get UNKNOWN_MEMBER_ID; waits for m1 to rejoin.
+    let (m2, rx2) = join_new(&mut c, &mut log, 3);
+    assert_eq!(c.groups["g"].state, GroupState::PreparingRebalance);
+    assert_eq!(
+        c.heartbeat(&mut log, "g", 1, &m1, None, 4),
+        errors::REBALANCE_IN_PROGRESS
+    );
+    // Commit during PreparingRebalance is allowed.
+    let part = CommitPart {
+        topic: "t".into(),
+        partition: 0,
+        offset: 1,
+        leader_epoch: -1,
+        metadata: None,
+    };
+    assert_eq!(
+        c.commit_offsets(&mut log, "g", 1, &m1, None, -1, &[part], 4),
+        vec![0]
+    );
+    let rx1 = c.join_group(&mut log, join(&m1, &["range"]), 5);
+    let j1 = ready(rx1).unwrap();
+    let j2 = ready(rx2).unwrap();
+    assert_eq!((j1.error, j2.error), (0, 0));
+    assert_eq!((j1.generation_id, j2.generation_id), (2, 2));
+    assert_eq!(j1.leader_id, m1);
+    assert_eq!(j1.members.len(), 2);
+    assert!(j2.members.is_empty());
+    // The follower's sync waits for the leader's.
+    let rx2 = c.sync_group(&mut log, "g", 2, &m2, None, None, None, vec![], 6);
+    assert!(
+        ready(rx2).is_none(),
+        "follower answered before the leader synced"
+    );
+}
+
+#[test]
+fn follower_sync_completes_after_leader() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, rx1) = join_new(&mut c, &mut log, 1);
+    ready(rx1).unwrap();
+    ready(c.sync_group(&mut log, "g", 1, &m1, None, None, None, vec![], 2)).unwrap();
+    let (m2, rx2) = join_new(&mut c, &mut log, 3);
+    ready(c.join_group(&mut log, join(&m1, &["range"]), 5)).unwrap();
+    ready(rx2).unwrap();
+    let follower = c.sync_group(&mut log, "g", 2, &m2, None, None, None, vec![], 6);
+    let a1 = Bytes::from_static(b"a1");
+    let a2 = Bytes::from_static(b"a2");
+    let leader = c.sync_group(
+        &mut log,
+        "g",
+        2,
+        &m1,
+        None,
+        None,
+        None,
+        vec![(m1.clone(), a1.clone()), (m2.clone(), a2.clone())],
+        7,
+    );
+    assert_eq!(ready(leader).unwrap().assignment, a1);
+    let f = ready(follower).unwrap();
+    assert_eq!((f.error, f.assignment), (0, a2));
+    assert_eq!(c.groups["g"].state, GroupState::Stable);
+}
+
+#[test]
+fn session_timeout_removes_member_and_rebalances() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, rx1) = join_new(&mut c, &mut log, 1);
+    ready(rx1).unwrap();
+    ready(c.sync_group(&mut log, "g", 1, &m1, None, None, None, vec![], 2)).unwrap();
+    c.tick(&mut log, 5_000);
+    assert!(c.groups["g"].has(&m1));
+    c.tick(&mut log, 10_100);
+    let g = &c.groups["g"];
+    assert!(!g.has(&m1));
+    assert_eq!((g.state, g.generation_id), (GroupState::Empty, 2));
+}
+
+#[test]
+fn inconsistent_protocols_and_bad_session_timeout() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (_m1, rx1) = join_new(&mut c, &mut log, 1);
+    ready(rx1).unwrap();
+    let r = ready(c.join_group(&mut log, join("", &["roundrobin"]), 2)).unwrap();
+    assert_eq!(r.error, errors::INCONSISTENT_GROUP_PROTOCOL);
+    let mut p = join("", &["range"]);
+    p.session_timeout_ms = 10;
+    assert_eq!(
+        ready(c.join_group(&mut log, p, 2)).unwrap().error,
+        errors::INVALID_SESSION_TIMEOUT
+    );
+    let p = join("unknown-member", &["range"]);
+    let mut p2 = p;
+    p2.group_id = "other".into();
+    assert_eq!(
+        ready(c.join_group(&mut log, p2, 2)).unwrap().error,
+        errors::UNKNOWN_MEMBER_ID
+    );
+}
+
+#[test]
+fn static_member_rejoins_without_rebalance_and_old_id_is_fenced() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let mut p = join("", &["range"]);
+    p.group_instance_id = Some("inst".into());
+    let j = ready(c.join_group(&mut log, p, 1)).unwrap();
+    assert_eq!(j.error, 0, "static members skip MEMBER_ID_REQUIRED");
+    assert!(j.member_id.starts_with("inst-"));
+    let old = j.member_id.clone();
+    let a = Bytes::from_static(b"x");
+    ready(c.sync_group(
+        &mut log,
+        "g",
+        1,
+        &old,
+        Some("inst"),
+        None,
+        None,
+        vec![(old.clone(), a.clone())],
+        2,
+    ))
+    .unwrap();
+    let mut p = join("", &["range"]);
+    p.group_instance_id = Some("inst".into());
+    let j = ready(c.join_group(&mut log, p, 3)).unwrap();
+    assert_eq!((j.error, j.generation_id), (0, 1));
+    assert_ne!(j.member_id, old);
+    assert_eq!(c.groups["g"].state, GroupState::Stable);
+    assert_eq!(
+        c.heartbeat(&mut log, "g", 1, &old, Some("inst"), 4),
+        errors::FENCED_INSTANCE_ID
+    );
+    let s = ready(c.sync_group(
+        &mut log,
+        "g",
+        1,
+        &j.member_id,
+        Some("inst"),
+        None,
+        None,
+        vec![],
+        5,
+    ))
+    .unwrap();
+    assert_eq!((s.error, s.assignment), (0, a));
+    // Administrative removal by instance id (LeaveGroup v3+).
+    let (top, per) = c.leave_group(
+        &mut log,
+        "g",
+        &[
+            ("".into(), Some("inst".into())),
+            ("".into(), Some("x".into())),
+        ],
+        6,
+    );
+    assert_eq!((top, per), (0, vec![0, errors::UNKNOWN_MEMBER_ID]));
+}
+
+#[test]
+fn initial_delay_waits_and_simple_commits() {
+    let mut c = coordinator(3000);
+    let mut log = MemLog::default();
+    let (_m1, rx1) = join_new(&mut c, &mut log, 0);
+    assert!(ready(rx1).is_none(), "answered before the initial delay");
+    assert_eq!(c.groups["g"].members.len(), 1);
+    c.tick(&mut log, 3100);
+    assert_eq!(c.groups["g"].state, GroupState::CompletingRebalance);
+
+    // A simple consumer (generation -1, no member id) commits to a new group.
+    let part = CommitPart {
+        topic: "t".into(),
+        partition: 2,
+        offset: 9,
+        leader_epoch: 3,
+        metadata: None,
+    };
+    assert_eq!(
+        c.commit_offsets(
+            &mut log,
+            "simple",
+            -1,
+            "",
+            None,
+            -1,
+            std::slice::from_ref(&part),
+            1
+        ),
+        vec![0]
+    );
+    assert_eq!(
+        c.commit_offsets(
+            &mut log,
+            "gone",
+            3,
+            "m",
+            None,
+            -1,
+            std::slice::from_ref(&part),
+            1
+        ),
+        vec![errors::ILLEGAL_GENERATION]
+    );
+    // Non-empty group: only members may commit.
+    assert_eq!(
+        c.commit_offsets(&mut log, "g", -1, "", None, -1, &[part], 1),
+        vec![errors::UNKNOWN_MEMBER_ID]
+    );
+    assert_eq!(c.list_groups(&[]).1.len(), 2);
+    assert_eq!(
+        c.list_groups(&["Empty".into()]).1,
+        vec![("simple".into(), "".into(), "Empty")]
+    );
+    assert_eq!(
+        c.delete_groups(&mut log, &["g".into()], 2),
+        vec![errors::NON_EMPTY_GROUP]
+    );
+    // Expiry: the simple group's offsets go after the retention time.
+    let week = 7 * 24 * 3600 * 1000;
+    assert_eq!(c.expire_offsets(&mut log, week), 0);
+    assert_eq!(c.expire_offsets(&mut log, week + 2), 1);
+    assert!(!c.groups.contains_key("simple"));
+}
+
+#[test]
+fn offset_delete_respects_subscriptions() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    // Subscription metadata naming topic "t".
+    let meta = Bytes::from_static(&[0, 0, 0, 0, 0, 1, 0, 1, b't', 0xff, 0xff, 0xff, 0xff]);
+    let mut p = join("", &["range"]);
+    p.require_known_member_id = false;
+    p.protocols = vec![("range".into(), meta)];
+    let j = ready(c.join_group(&mut log, p, 1)).unwrap();
+    ready(c.sync_group(&mut log, "g", 1, &j.member_id, None, None, None, vec![], 2)).unwrap();
+    let parts = ["t", "u"].map(|t| CommitPart {
+        topic: t.into(),
+        partition: 0,
+        offset: 1,
+        leader_epoch: -1,
+        metadata: None,
+    });
+    assert_eq!(
+        c.commit_offsets(&mut log, "g", 1, &j.member_id, None, -1, &parts, 3),
+        vec![0, 0]
+    );
+    let (e, r) = c.delete_offsets(&mut log, "g", &[("t".into(), 0), ("u".into(), 0)], 4);
+    assert_eq!((e, r), (0, vec![errors::GROUP_SUBSCRIBED_TO_TOPIC, 0]));
+    assert_eq!(c.fetch_offsets("g", None).1.len(), 1);
+    assert_eq!(
+        c.delete_offsets(&mut log, "none", &[], 4).0,
+        errors::GROUP_ID_NOT_FOUND
+    );
+    // A failed append is reported per partition.
+    log.fail_with = errors::NOT_LEADER_OR_FOLLOWER;
+    let r = c.commit_offsets(&mut log, "g", 1, &j.member_id, None, -1, &parts[..1], 5);
+    assert_eq!(r, vec![errors::NOT_COORDINATOR]);
+}

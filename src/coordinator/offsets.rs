@@ -1,0 +1,579 @@
+//! Kafka's GroupMetadataManager side of the coordinator: writing group
+//! metadata and offsets to `__consumer_offsets`, OffsetCommit/OffsetFetch,
+//! DeleteGroups, OffsetDelete, ListGroups, DescribeGroups, offset expiry,
+//! and rebuilding everything by replaying the topic's records.
+
+use bytes::Bytes;
+use kshard_shards::log::records::BatchBuilder;
+
+use super::group::{CommittedOffset, Group, GroupState, CONSUMER_PROTOCOL_TYPE};
+use super::group_coordinator::{GroupCoordinator, OFFSET_METADATA_MAX_BYTES};
+use super::offsets_codec::{self as codec, RecordKey};
+use super::{partition_for, OffsetsLog};
+use crate::protocol::errors;
+
+/// One partition's commit in an OffsetCommit.
+pub struct CommitPart {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// (topic, partition, committed offset, leader epoch, metadata).
+pub type OffsetRow = (String, i32, i64, i32, String);
+
+/// A group as DescribeGroups reports it.
+pub struct GroupDescription {
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: String,
+    /// (member id, instance id, client id, client host, metadata, assignment)
+    pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+}
+
+/// Maps append errors as Kafka's storeGroup/storeOffsets do.
+fn map_store_error(e: i16, for_offsets: bool) -> i16 {
+    match e {
+        errors::UNKNOWN_TOPIC_OR_PARTITION
+        | errors::NOT_ENOUGH_REPLICAS
+        | errors::REQUEST_TIMED_OUT => errors::COORDINATOR_NOT_AVAILABLE,
+        errors::NOT_LEADER_OR_FOLLOWER | errors::KAFKA_STORAGE_ERROR => errors::NOT_COORDINATOR,
+        errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE | errors::INVALID_FETCH_SIZE => {
+            if for_offsets {
+                errors::INVALID_COMMIT_OFFSET_SIZE
+            } else {
+                errors::UNKNOWN_SERVER_ERROR
+            }
+        }
+        other => other,
+    }
+}
+
+impl GroupCoordinator {
+    fn partition_of(&self, gid: &str) -> i32 {
+        partition_for(gid, self.config.num_partitions)
+    }
+
+    /// Writes the group's metadata record (Kafka's storeGroup).
+    pub(super) fn store_group(&mut self, log: &mut dyn OffsetsLog, gid: &str, now_ms: i64) -> i16 {
+        let g = &self.groups[gid];
+        let key = codec::encode_group_key(gid);
+        let value = codec::encode_group_value(&g.to_value());
+        let batch = BatchBuilder::new(0)
+            .add(now_ms, Some(&key), Some(&value), &[])
+            .build();
+        let partition = self.partition_of(gid);
+        map_store_error(log.append(partition, batch), false)
+    }
+
+    /// Kafka's validateOffsetCommit.
+    fn validate_offset_commit(
+        g: &Group,
+        generation_id: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> i16 {
+        if g.is(GroupState::Dead) {
+            return errors::COORDINATOR_NOT_AVAILABLE;
+        }
+        if generation_id >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            match g.validate_current_member(member_id, instance_id) {
+                errors::NONE if generation_id != g.generation_id => errors::ILLEGAL_GENERATION,
+                e => e,
+            }
+        } else if !g.is(GroupState::Empty) {
+            // Only members may commit to a group that has members.
+            errors::UNKNOWN_MEMBER_ID
+        } else {
+            errors::NONE
+        }
+    }
+
+    /// OffsetCommit: one error per part, answered after the append.
+    #[allow(clippy::too_many_arguments)]
+    pub fn commit_offsets(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        gid: &str,
+        generation_id: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        retention_ms: i64,
+        parts: &[CommitPart],
+        now_ms: i64,
+    ) -> Vec<i16> {
+        let all = |e: i16| vec![e; parts.len()];
+        if let Some(e) = self.validate_group_status(gid, true) {
+            return all(e);
+        }
+        if !self.groups.contains_key(gid) {
+            if generation_id >= 0 {
+                // A commit from an older generation of a group that is gone.
+                return all(errors::ILLEGAL_GENERATION);
+            }
+            // Not using group management: allow it (a simple consumer).
+            self.groups
+                .insert(gid.to_string(), Group::new(gid, GroupState::Empty, now_ms));
+        }
+        let g = &self.groups[gid];
+        let e = Self::validate_offset_commit(g, generation_id, member_id, instance_id);
+        if e != errors::NONE {
+            return all(e);
+        }
+        match g.state {
+            GroupState::Empty => {}
+            GroupState::Stable | GroupState::PreparingRebalance => {
+                // Heartbeats still tell members a rebalance is in progress.
+                let timeout = g.members[member_id].session_timeout_ms as i64;
+                self.schedule_heartbeat(gid, member_id, timeout, now_ms);
+            }
+            GroupState::CompletingRebalance => return all(errors::REBALANCE_IN_PROGRESS),
+            GroupState::Dead => return all(errors::COORDINATOR_NOT_AVAILABLE),
+        }
+        let expire = if retention_ms == -1 {
+            None
+        } else {
+            Some(now_ms + retention_ms)
+        };
+        let mut results = Vec::with_capacity(parts.len());
+        let mut builder = BatchBuilder::new(0);
+        let mut accepted = Vec::with_capacity(parts.len());
+        for p in parts {
+            let metadata = p.metadata.clone().unwrap_or_default();
+            if metadata.len() > OFFSET_METADATA_MAX_BYTES {
+                results.push(errors::OFFSET_METADATA_TOO_LARGE);
+                continue;
+            }
+            let committed = CommittedOffset {
+                offset: p.offset,
+                leader_epoch: p.leader_epoch,
+                metadata,
+                commit_timestamp_ms: now_ms,
+                expire_timestamp_ms: expire,
+            };
+            let key = codec::encode_offset_key(gid, &p.topic, p.partition);
+            let value = codec::encode_offset_value(&committed.to_value());
+            builder.push(now_ms, Some(&key), Some(&value), &[]);
+            results.push(errors::NONE);
+            accepted.push(((p.topic.clone(), p.partition), committed));
+        }
+        if !accepted.is_empty() {
+            let e = map_store_error(log.append(self.partition_of(gid), builder.build()), true);
+            if e != errors::NONE {
+                for r in results.iter_mut().filter(|r| **r == errors::NONE) {
+                    *r = e;
+                }
+                self.run_fired(log, now_ms);
+                return results;
+            }
+            let g = self.groups.get_mut(gid).expect("group");
+            g.offsets.extend(accepted);
+        }
+        self.run_fired(log, now_ms);
+        results
+    }
+
+    /// OffsetFetch for one group: the group error, and (topic, partition,
+    /// offset, leader epoch, metadata) for the asked partitions (None: all
+    /// committed ones). Partitions without a commit get -1 and "".
+    pub fn fetch_offsets(
+        &self,
+        gid: &str,
+        parts: Option<&[(String, i32)]>,
+    ) -> (i16, Vec<OffsetRow>) {
+        if let Some(e) = self.validate_group_status(gid, true) {
+            return (e, Vec::new());
+        }
+        let g = self.groups.get(gid).filter(|g| !g.is(GroupState::Dead));
+        let lookup = |t: &str, p: i32| match g.and_then(|g| g.offsets.get(&(t.to_string(), p))) {
+            Some(o) => (
+                t.to_string(),
+                p,
+                o.offset,
+                o.leader_epoch,
+                o.metadata.clone(),
+            ),
+            None => (t.to_string(), p, -1, -1, String::new()),
+        };
+        let out = match parts {
+            Some(parts) => parts.iter().map(|(t, p)| lookup(t, *p)).collect(),
+            None => {
+                let mut all: Vec<(String, i32)> = g
+                    .map(|g| g.offsets.keys().cloned().collect())
+                    .unwrap_or_default();
+                all.sort();
+                all.iter().map(|(t, p)| lookup(t, *p)).collect()
+            }
+        };
+        (errors::NONE, out)
+    }
+
+    /// ListGroups: (group id, protocol type, state) matching the states
+    /// filter (empty: all).
+    pub fn list_groups(&self, states: &[String]) -> (i16, Vec<(String, String, &'static str)>) {
+        if self.loading {
+            return (errors::COORDINATOR_LOAD_IN_PROGRESS, Vec::new());
+        }
+        let mut out: Vec<(String, String, &'static str)> = self
+            .groups
+            .values()
+            .filter(|g| !g.is(GroupState::Dead))
+            .filter(|g| {
+                states.is_empty()
+                    || states
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(g.state.name()))
+            })
+            .map(|g| {
+                (
+                    g.group_id.clone(),
+                    g.protocol_type.clone().unwrap_or_default(),
+                    g.state.name(),
+                )
+            })
+            .collect();
+        out.sort();
+        (errors::NONE, out)
+    }
+
+    /// DescribeGroups for one group; an unknown group is reported Dead.
+    pub fn describe_group(&self, gid: &str) -> (i16, GroupDescription) {
+        let dead = GroupDescription {
+            state: GroupState::Dead.name(),
+            protocol_type: String::new(),
+            protocol: String::new(),
+            members: Vec::new(),
+        };
+        if let Some(e) = self.validate_group_status(gid, true) {
+            let empty = GroupDescription { state: "", ..dead };
+            return (e, empty);
+        }
+        let Some(g) = self.groups.get(gid) else {
+            return (errors::NONE, dead);
+        };
+        let stable = g.is(GroupState::Stable);
+        let protocol = if stable {
+            g.protocol_name.clone().unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let members = g
+            .members
+            .values()
+            .map(|m| {
+                let (meta, assignment) = if stable {
+                    (m.metadata_for(&protocol), m.assignment.clone())
+                } else {
+                    (Bytes::new(), Bytes::new())
+                };
+                (
+                    m.member_id.clone(),
+                    m.group_instance_id.clone(),
+                    m.client_id.clone(),
+                    m.client_host.clone(),
+                    meta,
+                    assignment,
+                )
+            })
+            .collect();
+        (
+            errors::NONE,
+            GroupDescription {
+                state: g.state.name(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                protocol,
+                members,
+            },
+        )
+    }
+
+    /// Writes tombstones for `offsets` of `gid` and, if the group is Dead,
+    /// for its metadata (Kafka's cleanupGroupMetadata), then forgets them.
+    fn write_tombstones(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        gid: &str,
+        offsets: &[(String, i32)],
+        now_ms: i64,
+    ) -> i16 {
+        let dead = self.groups.get(gid).is_none_or(|g| g.is(GroupState::Dead));
+        let mut b = BatchBuilder::new(0);
+        for (t, p) in offsets {
+            b.push(
+                now_ms,
+                Some(&codec::encode_offset_key(gid, t, *p)),
+                None,
+                &[],
+            );
+        }
+        if dead {
+            b.push(now_ms, Some(&codec::encode_group_key(gid)), None, &[]);
+        }
+        if b.record_count() == 0 {
+            return errors::NONE;
+        }
+        let e = map_store_error(log.append(self.partition_of(gid), b.build()), false);
+        if let Some(g) = self.groups.get_mut(gid) {
+            for k in offsets {
+                g.offsets.remove(k);
+            }
+        }
+        if dead {
+            self.groups.remove(gid);
+        }
+        e
+    }
+
+    /// DeleteGroups: one error per group.
+    pub fn delete_groups(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        gids: &[String],
+        now_ms: i64,
+    ) -> Vec<i16> {
+        let mut out = Vec::with_capacity(gids.len());
+        for gid in gids {
+            if let Some(e) = self.validate_group_status(gid, true) {
+                out.push(e);
+                continue;
+            }
+            let Some(g) = self.groups.get_mut(gid) else {
+                out.push(errors::GROUP_ID_NOT_FOUND);
+                continue;
+            };
+            match g.state {
+                GroupState::Dead => out.push(errors::GROUP_ID_NOT_FOUND),
+                GroupState::Empty => {
+                    g.transition_to(GroupState::Dead, now_ms);
+                    let all: Vec<(String, i32)> = g.offsets.keys().cloned().collect();
+                    let e = self.write_tombstones(log, gid, &all, now_ms);
+                    if e != errors::NONE {
+                        log::warn!("writing tombstones for deleted group {gid}: error {e}");
+                    }
+                    out.push(errors::NONE);
+                }
+                _ => out.push(errors::NON_EMPTY_GROUP),
+            }
+        }
+        out
+    }
+
+    /// OffsetDelete: the group error and one error per partition.
+    pub fn delete_offsets(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        gid: &str,
+        parts: &[(String, i32)],
+        now_ms: i64,
+    ) -> (i16, Vec<i16>) {
+        if let Some(e) = self.validate_group_status(gid, true) {
+            return (e, Vec::new());
+        }
+        let Some(g) = self.groups.get(gid) else {
+            return (errors::GROUP_ID_NOT_FOUND, Vec::new());
+        };
+        let mut results = vec![errors::NONE; parts.len()];
+        let mut eligible = Vec::new();
+        match g.state {
+            GroupState::Dead => return (errors::GROUP_ID_NOT_FOUND, Vec::new()),
+            GroupState::Empty => eligible.extend(parts.iter().cloned()),
+            _ if g.protocol_type.as_deref() == Some(CONSUMER_PROTOCOL_TYPE) => {
+                for (i, (t, p)) in parts.iter().enumerate() {
+                    if g.is_subscribed_to_topic(t) {
+                        results[i] = errors::GROUP_SUBSCRIBED_TO_TOPIC;
+                    } else {
+                        eligible.push((t.clone(), *p));
+                    }
+                }
+            }
+            _ => return (errors::NON_EMPTY_GROUP, Vec::new()),
+        }
+        let present: Vec<(String, i32)> = eligible
+            .into_iter()
+            .filter(|k| g.offsets.contains_key(k))
+            .collect();
+        if !present.is_empty() {
+            let e = self.write_tombstones(log, gid, &present, now_ms);
+            if e != errors::NONE {
+                return (e, Vec::new());
+            }
+        }
+        (errors::NONE, results)
+    }
+
+    /// Kafka's removeExpiredOffsets for every group, then drops groups left
+    /// Empty without offsets. Returns how many offsets expired.
+    pub fn expire_offsets(&mut self, log: &mut dyn OffsetsLog, now_ms: i64) -> usize {
+        let retention_ms = self.config.offsets_retention_ms;
+        let gids: Vec<String> = self.groups.keys().cloned().collect();
+        let mut expired_total = 0;
+        for gid in gids {
+            let g = &self.groups[&gid];
+            let expired_by = |base_ms: i64, o: &CommittedOffset| match o.expire_timestamp_ms {
+                Some(t) => now_ms >= t,
+                None => now_ms - base_ms >= retention_ms,
+            };
+            let expired: Vec<(String, i32)> = match g.protocol_type.as_deref() {
+                Some(_) if g.is(GroupState::Empty) => g
+                    .offsets
+                    .iter()
+                    .filter(|(_, o)| {
+                        let base = if g.state_timestamp_ms >= 0 {
+                            g.state_timestamp_ms
+                        } else {
+                            o.commit_timestamp_ms
+                        };
+                        expired_by(base, o)
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+                Some(CONSUMER_PROTOCOL_TYPE)
+                    if g.is(GroupState::Stable) && g.subscribed_topics.is_some() =>
+                {
+                    g.offsets
+                        .iter()
+                        .filter(|((t, _), o)| {
+                            !g.is_subscribed_to_topic(t) && expired_by(o.commit_timestamp_ms, o)
+                        })
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                }
+                None => g
+                    .offsets
+                    .iter()
+                    .filter(|(_, o)| expired_by(o.commit_timestamp_ms, o))
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let becomes_dead = g.is(GroupState::Empty) && g.offsets.len() == expired.len();
+            if expired.is_empty() && !becomes_dead {
+                continue;
+            }
+            if becomes_dead {
+                self.groups
+                    .get_mut(&gid)
+                    .expect("group")
+                    .transition_to(GroupState::Dead, now_ms);
+            }
+            expired_total += expired.len();
+            let e = self.write_tombstones(log, &gid, &expired, now_ms);
+            if e != errors::NONE {
+                log::warn!("writing expired-offset tombstones for group {gid}: error {e}");
+            }
+        }
+        if expired_total > 0 {
+            log::info!("removed {expired_total} expired offsets");
+        }
+        expired_total
+    }
+
+    /// Kafka's onPartitionsDeleted: a deleted topic's committed offsets are
+    /// removed from every group (tombstones written). Returns how many.
+    pub fn on_topic_deleted(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        topic: &str,
+        now_ms: i64,
+    ) -> usize {
+        let gids: Vec<String> = self.groups.keys().cloned().collect();
+        let mut removed = 0;
+        for gid in gids {
+            let keys: Vec<(String, i32)> = self.groups[&gid]
+                .offsets
+                .keys()
+                .filter(|(t, _)| t == topic)
+                .cloned()
+                .collect();
+            if keys.is_empty() {
+                continue;
+            }
+            removed += keys.len();
+            let e = self.write_tombstones(log, &gid, &keys, now_ms);
+            if e != errors::NONE {
+                log::warn!("removing offsets of deleted topic {topic} from group {gid}: error {e}");
+            }
+        }
+        removed
+    }
+
+    /// Applies one `__consumer_offsets` record during replay.
+    pub fn load_record(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        now_ms: i64,
+    ) -> Result<(), codec::CodecError> {
+        match codec::decode_key(key)? {
+            RecordKey::Offset {
+                group,
+                topic,
+                partition,
+            } => match value {
+                None => {
+                    if let Some(g) = self.groups.get_mut(&group) {
+                        g.offsets.remove(&(topic, partition));
+                    }
+                }
+                Some(v) => {
+                    let o = CommittedOffset::from_value(codec::decode_offset_value(v)?);
+                    self.groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Group::new(&group, GroupState::Empty, now_ms))
+                        .offsets
+                        .insert((topic, partition), o);
+                }
+            },
+            RecordKey::Group { group } => match value {
+                None => {
+                    if let Some(g) = self.groups.get_mut(&group) {
+                        let offsets = std::mem::take(&mut g.offsets);
+                        if offsets.is_empty() {
+                            self.groups.remove(&group);
+                        } else {
+                            let mut fresh = Group::new(&group, GroupState::Empty, now_ms);
+                            fresh.offsets = offsets;
+                            self.groups.insert(group, fresh);
+                        }
+                    }
+                }
+                Some(v) => {
+                    let gv = codec::decode_group_value(v)?;
+                    let g = self
+                        .groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Group::new(&group, GroupState::Empty, now_ms));
+                    g.load(gv, now_ms);
+                }
+            },
+            RecordKey::Other(v) => {
+                log::debug!("skipping __consumer_offsets record with key version {v}")
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends loading: loaded members must heartbeat within their session timeout.
+    pub fn finish_loading(&mut self, now_ms: i64) {
+        let members: Vec<(String, String, i64)> = self
+            .groups
+            .values()
+            .flat_map(|g| {
+                g.members.values().map(|m| {
+                    (
+                        g.group_id.clone(),
+                        m.member_id.clone(),
+                        m.session_timeout_ms as i64,
+                    )
+                })
+            })
+            .collect();
+        for (gid, mid, timeout) in members {
+            self.schedule_heartbeat(&gid, &mid, timeout, now_ms);
+        }
+        self.loading = false;
+        log::info!("group coordinator loaded {} groups", self.groups.len());
+    }
+}

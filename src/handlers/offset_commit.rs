@@ -1,0 +1,91 @@
+//! OffsetCommit (API 8, v2-9), run by the group coordinator. Commits for
+//! topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (as in Kafka's
+//! KafkaApis); the rest are written to `__consumer_offsets` before the
+//! answer is sent.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+
+use super::{respond, HandlerResult};
+use crate::coordinator::offsets::CommitPart;
+use crate::coordinator::runtime::with_coordinator;
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::ShardContext;
+
+/// Versions 2-4 carry a retention time (-1: the broker default).
+const LAST_RETENTION_VERSION: i16 = 4;
+
+pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let r: OffsetCommitRequest = decode_body(req)?;
+    let image = ctx.metadata.image();
+    let mut parts = Vec::new();
+    // Index into `parts` per request partition, or the error it gets.
+    let mut slots: Vec<Vec<Result<usize, i16>>> = Vec::with_capacity(r.topics.len());
+    for t in &r.topics {
+        let known = image.topic(&t.name.0).is_some();
+        slots.push(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    if !known {
+                        return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
+                    }
+                    parts.push(CommitPart {
+                        topic: t.name.0.to_string(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    });
+                    Ok(parts.len() - 1)
+                })
+                .collect(),
+        );
+    }
+    let retention_ms = if req.api_version <= LAST_RETENTION_VERSION {
+        r.retention_time_ms
+    } else {
+        -1
+    };
+    let results = with_coordinator(ctx, |c, log, now| {
+        c.commit_offsets(
+            log,
+            &r.group_id.0,
+            r.generation_id_or_member_epoch,
+            &r.member_id,
+            r.group_instance_id.as_deref(),
+            retention_ms,
+            &parts,
+            now,
+        )
+    })?;
+    let topics = r
+        .topics
+        .iter()
+        .zip(slots)
+        .map(|(t, slots)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .zip(slots)
+                        .map(|(p, slot)| {
+                            let e = match slot {
+                                Ok(i) => results[i],
+                                Err(e) => e,
+                            };
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(e)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    respond(req, &OffsetCommitResponse::default().with_topics(topics))
+}

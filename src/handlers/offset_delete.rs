@@ -1,0 +1,71 @@
+//! OffsetDelete (API 47, v0): removes committed offsets of an Empty group,
+//! or of topics a consumer group does not subscribe to
+//! (GROUP_SUBSCRIBED_TO_TOPIC otherwise). Unknown topics get
+//! UNKNOWN_TOPIC_OR_PARTITION; a group error answers with no topics.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+
+use super::{respond, HandlerResult};
+use crate::coordinator::runtime::with_coordinator;
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::ShardContext;
+
+pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let r: OffsetDeleteRequest = decode_body(req)?;
+    let image = ctx.metadata.image();
+    let mut parts = Vec::new();
+    let mut slots: Vec<Vec<Result<usize, i16>>> = Vec::with_capacity(r.topics.len());
+    for t in &r.topics {
+        let known = image.topic(&t.name.0).is_some();
+        slots.push(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    if !known {
+                        return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
+                    }
+                    parts.push((t.name.0.to_string(), p.partition_index));
+                    Ok(parts.len() - 1)
+                })
+                .collect(),
+        );
+    }
+    let (group_error, results) = with_coordinator(ctx, |c, log, now| {
+        c.delete_offsets(log, &r.group_id.0, &parts, now)
+    })?;
+    if group_error != errors::NONE {
+        return respond(
+            req,
+            &OffsetDeleteResponse::default().with_error_code(group_error),
+        );
+    }
+    let topics = r
+        .topics
+        .iter()
+        .zip(slots)
+        .map(|(t, slots)| {
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .zip(slots)
+                        .map(|(p, s)| {
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(match s {
+                                    Ok(i) => results[i],
+                                    Err(e) => e,
+                                })
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    respond(req, &OffsetDeleteResponse::default().with_topics(topics))
+}

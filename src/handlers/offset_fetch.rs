@@ -1,0 +1,130 @@
+//! OffsetFetch (API 9, v1-9; v8+ asks for several groups). Partitions
+//! without a committed offset answer -1 with no error, so the consumer
+//! applies its auto.offset.reset.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{respond, HandlerResult};
+use crate::coordinator::offsets::OffsetRow;
+use crate::coordinator::runtime::with_coordinator;
+use crate::protocol::{decode_body, Request};
+use crate::shard_context::ShardContext;
+
+const MULTI_GROUP_VERSION: i16 = 8;
+/// v0/1 have no top-level error: a group error goes on every partition.
+const TOP_LEVEL_ERROR_VERSION: i16 = 2;
+
+type Fetched = (i16, Vec<OffsetRow>);
+
+/// Groups consecutive (topic, partition) rows by topic.
+fn by_topic<T>(
+    rows: Vec<OffsetRow>,
+    mut f: impl FnMut(i32, i64, i32, String) -> T,
+) -> Vec<(String, Vec<T>)> {
+    let mut out: Vec<(String, Vec<T>)> = Vec::new();
+    for (t, p, o, e, m) in rows {
+        let item = f(p, o, e, m);
+        match out.last_mut() {
+            Some((name, items)) if *name == t => items.push(item),
+            _ => out.push((t, vec![item])),
+        }
+    }
+    out
+}
+
+pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let r: OffsetFetchRequest = decode_body(req)?;
+    let v = req.api_version;
+    if v >= MULTI_GROUP_VERSION {
+        let mut groups = Vec::with_capacity(r.groups.len());
+        for g in &r.groups {
+            let asked: Option<Vec<(String, i32)>> = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .flat_map(|t| {
+                        t.partition_indexes
+                            .iter()
+                            .map(move |p| (t.name.0.to_string(), *p))
+                    })
+                    .collect()
+            });
+            let (error, rows): Fetched = with_coordinator(ctx, |c, _, _| {
+                c.fetch_offsets(&g.group_id.0, asked.as_deref())
+            })?;
+            let topics = by_topic(rows, |p, o, e, m| {
+                OffsetFetchResponsePartitions::default()
+                    .with_partition_index(p)
+                    .with_committed_offset(o)
+                    .with_committed_leader_epoch(e)
+                    .with_metadata(Some(StrBytes::from_string(m)))
+            })
+            .into_iter()
+            .map(|(t, ps)| {
+                OffsetFetchResponseTopics::default()
+                    .with_name(TopicName(StrBytes::from_string(t)))
+                    .with_partitions(ps)
+            })
+            .collect();
+            groups.push(
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(GroupId(g.group_id.0.clone()))
+                    .with_topics(topics)
+                    .with_error_code(error),
+            );
+        }
+        return respond(req, &OffsetFetchResponse::default().with_groups(groups));
+    }
+    let asked: Option<Vec<(String, i32)>> = r.topics.as_ref().map(|ts| {
+        ts.iter()
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(move |p| (t.name.0.to_string(), *p))
+            })
+            .collect()
+    });
+    let (error, mut rows): Fetched = with_coordinator(ctx, |c, _, _| {
+        c.fetch_offsets(&r.group_id.0, asked.as_deref())
+    })?;
+    let per_partition_error = if v < TOP_LEVEL_ERROR_VERSION {
+        error
+    } else {
+        0
+    };
+    if error != 0 && v < TOP_LEVEL_ERROR_VERSION {
+        rows = asked
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, p)| (t, p, -1, -1, String::new()))
+            .collect();
+    }
+    let topics = by_topic(rows, |p, o, e, m| {
+        OffsetFetchResponsePartition::default()
+            .with_partition_index(p)
+            .with_committed_offset(o)
+            .with_committed_leader_epoch(e)
+            .with_metadata(Some(StrBytes::from_string(m)))
+            .with_error_code(per_partition_error)
+    })
+    .into_iter()
+    .map(|(t, ps)| {
+        OffsetFetchResponseTopic::default()
+            .with_name(TopicName(StrBytes::from_string(t)))
+            .with_partitions(ps)
+    })
+    .collect();
+    let response = OffsetFetchResponse::default()
+        .with_topics(topics)
+        .with_error_code(if v >= TOP_LEVEL_ERROR_VERSION {
+            error
+        } else {
+            0
+        });
+    respond(req, &response)
+}
