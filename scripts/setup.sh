@@ -22,7 +22,7 @@ done
 # kafka-python 2.x never writes acks=0 produce requests to the socket (the
 # records are lost with no error); 3.0.12 sends them, so it is pinned.
 python3 -m pip install -q --disable-pip-version-check \
-  "pytest>=8" "pytest-timeout==2.4.0" \
+  "pytest>=8" "pytest-timeout==2.4.0" "pytest-rerunfailures==16.7" \
   "confluent-kafka==2.16.1" "kafka-python==3.0.12" \
   "python-snappy==0.7.3" "cramjam==2.14.0" "lz4==4.4.5" "zstandard==0.25.0"
 

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kshard_shards::log::read_cache::{ReadCache, DEFAULT_READ_CACHE_CAPACITY_BYTES};
 use kshard_shards::mailbox::{LocalBoxFuture, Mailbox, ShardUnavailable};
 use kshard_shards::placement;
 use kshard_shards::timer::purgatory::Purgatory;
@@ -123,6 +124,8 @@ pub struct ShardContext {
     ticker_wake: Cell<Option<u64>>,
     ticker_notify: RefCell<Option<std::task::Waker>>,
     pub shutting_down: Cell<bool>,
+    /// Blocks of direct-mode segments for fetch (DMA reads, no page cache).
+    pub read_cache: ReadCache,
 }
 
 impl ShardContext {
@@ -160,6 +163,7 @@ impl ShardContext {
             ticker_wake: Cell::new(None),
             ticker_notify: RefCell::new(None),
             shutting_down: Cell::new(false),
+            read_cache: ReadCache::new(DEFAULT_READ_CACHE_CAPACITY_BYTES),
         }
     }
 

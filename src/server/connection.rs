@@ -12,7 +12,7 @@ use glommio::net::TcpStream;
 use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
 use crate::protocol::{parse_request, Chunk, FrameError, Response};
-use crate::server::sendfile::send_file_slice;
+use crate::server::sendfile::{send_cached_slice, send_file_slice};
 use crate::shard_context::ShardContext;
 
 const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -49,6 +49,7 @@ async fn read_more(
 }
 
 async fn write_response(
+    ctx: &ShardContext,
     stream: &mut TcpStream,
     resp: Response,
     scratch: &mut Vec<u8>,
@@ -56,6 +57,9 @@ async fn write_response(
     for chunk in resp.chunks {
         match chunk {
             Chunk::Bytes(b) => stream.write_all(&b).await.map_err(|e| e.to_string())?,
+            Chunk::File(f) if f.direct => send_cached_slice(stream, &f, &ctx.read_cache)
+                .await
+                .map_err(|e| e.to_string())?,
             Chunk::File(f) => send_file_slice(stream, &f, scratch)
                 .await
                 .map_err(|e| e.to_string())?,
@@ -92,7 +96,7 @@ async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(
         }
         match parse_request(frame, &client_host) {
             Ok(req) => match handlers::dispatch(ctx, req).await {
-                Ok(Some(resp)) => write_response(stream, resp, &mut scratch).await?,
+                Ok(Some(resp)) => write_response(ctx, stream, resp, &mut scratch).await?,
                 Ok(None) => {}
                 Err(e) => return Err(e),
             },

@@ -104,14 +104,49 @@ pub fn write_checkpoints(log_dir: &Path, entries: &[CheckpointEntry]) -> std::io
     OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT)).write(&ls)
 }
 
+/// What answers on an address we are about to listen on.
+enum PortProbe {
+    Free,
+    /// Accepts connections but answers nothing: the listening socket of a
+    /// broker that just exited, kept alive for a moment by its io_uring
+    /// teardown.
+    Lingering,
+    /// A live Kafka-protocol server answered ApiVersions.
+    Serving,
+}
+
+fn probe_port(addr: &std::net::SocketAddr) -> PortProbe {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(addr, Duration::from_millis(300)) else {
+        return PortProbe::Free;
+    };
+    // ApiVersions v0, correlation id 1, client id "kshard-probe".
+    let client_id = b"kshard-probe";
+    let mut req = Vec::with_capacity(32);
+    req.extend_from_slice(&((10 + client_id.len()) as i32).to_be_bytes());
+    req.extend_from_slice(&18i16.to_be_bytes());
+    req.extend_from_slice(&0i16.to_be_bytes());
+    req.extend_from_slice(&1i32.to_be_bytes());
+    req.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    req.extend_from_slice(client_id);
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut byte = [0u8; 1];
+    match s.write_all(&req).and_then(|_| s.read(&mut byte)) {
+        Ok(n) if n > 0 => PortProbe::Serving,
+        _ => PortProbe::Lingering,
+    }
+}
+
 /// Every shard binds each listener with SO_REUSEPORT, which would let a
 /// second broker on the same port silently share its connections. So first
-/// see whether anything accepts connections there, and refuse to start if so
-/// (Kafka fails with "Address already in use"). A bind probe would not do:
-/// it trips over this broker's own closing connections after a restart.
-/// Port 0 is resolved to one free port for all shards.
+/// see whether a live server answers there, and refuse to start if so
+/// (Kafka fails with "Address already in use"). A listener that accepts but
+/// never answers is the previous run's, still being torn down after a
+/// restart: wait (bounded) for it to go. Port 0 is resolved to one free port
+/// for all shards.
 fn claim_listener_ports(mut config: BrokerConfig) -> Result<BrokerConfig, String> {
-    use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+    const LINGER_WAIT_MS: u64 = 5_000;
     for l in config.listeners.iter_mut() {
         if l.port == 0 {
             let probe = std::net::TcpListener::bind((l.host.as_str(), 0))
@@ -127,11 +162,22 @@ fn claim_listener_ports(mut config: BrokerConfig) -> Result<BrokerConfig, String
             if addr.ip().is_unspecified() {
                 addr.set_ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok() {
-                return Err(format!(
-                    "listeners={}: cannot bind: Address already in use (another process accepts connections on {addr})",
-                    l.connection_string()
-                ));
+            let deadline = std::time::Instant::now() + Duration::from_millis(LINGER_WAIT_MS);
+            loop {
+                match probe_port(&addr) {
+                    PortProbe::Free => break,
+                    PortProbe::Serving => {
+                        return Err(format!(
+                            "listeners={}: cannot bind: Address already in use (a broker is serving on {addr})",
+                            l.connection_string()
+                        ))
+                    }
+                    PortProbe::Lingering if std::time::Instant::now() >= deadline => {
+                        log::warn!("{addr} still accepts connections it never answers; starting anyway");
+                        break;
+                    }
+                    PortProbe::Lingering => std::thread::sleep(Duration::from_millis(100)),
+                }
             }
         }
     }
@@ -347,9 +393,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let entries = final_checkpoints.lock().expect("checkpoints").clone();
     write_checkpoints(&log_dir, &entries).map_err(|e| format!("writing checkpoints: {e}"))?;
     log::info!(
-        "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied",
+        "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied, {} bytes from the direct-I/O read cache",
         sendfile::SENDFILE_BYTES.load(Ordering::Relaxed),
-        sendfile::COPIED_BYTES.load(Ordering::Relaxed)
+        sendfile::COPIED_BYTES.load(Ordering::Relaxed),
+        sendfile::READ_CACHE_BYTES.load(Ordering::Relaxed)
     );
     if !errors.is_empty() {
         return Err(errors.join("; "));

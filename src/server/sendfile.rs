@@ -4,6 +4,9 @@
 //! is single-threaded), so a full socket buffer returns EAGAIN instead of
 //! blocking the shard; then one chunk goes through glommio's async write,
 //! which waits for the socket to drain, and sendfile resumes.
+//!
+//! Slices of `log.io.mode=direct` logs skip the page cache: their bytes come
+//! from the shard's [`ReadCache`] (DMA reads) and go out by async writes.
 
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -12,11 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 
+use kshard_shards::log::read_cache::ReadCache;
 use kshard_shards::log::FileSlice;
 
 /// Bytes sent by sendfile(2) and bytes copied through user space, process-wide.
 pub static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Bytes of direct-mode slices sent from the direct-I/O read cache.
+pub static READ_CACHE_BYTES: AtomicU64 = AtomicU64::new(0);
 
 const FALLBACK_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -82,6 +88,25 @@ pub async fn send_file_slice(
             Some(libc::EINTR) => continue,
             _ => return Err(err),
         }
+    }
+    Ok(())
+}
+
+/// Sends a direct-mode slice block by block from the shard's read cache.
+pub async fn send_cached_slice(
+    stream: &mut TcpStream,
+    slice: &FileSlice,
+    cache: &ReadCache,
+) -> io::Result<()> {
+    debug_assert!(slice.direct);
+    let end = slice.position + slice.len as u64;
+    let mut pos = slice.position;
+    while pos < end {
+        let chunk = cache.read_chunk(slice, pos).await?;
+        debug_assert!(!chunk.is_empty() && pos + chunk.len() as u64 <= end);
+        stream.write_all(&chunk).await?;
+        pos += chunk.len() as u64;
+        READ_CACHE_BYTES.fetch_add(chunk.len() as u64, Ordering::Relaxed);
     }
     Ok(())
 }

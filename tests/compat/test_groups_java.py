@@ -12,6 +12,13 @@ import pytest
 
 import compat_util as cu
 
+# Multi-process rebalance scenarios: one run in about ten full suites stalled
+# once (a member stopped receiving two of its partitions before any restart;
+# not reproduced in 12 targeted reruns), so a failure is retried once and
+# reported as RERUN in the log while it is investigated.
+pytestmark = pytest.mark.flaky(reruns=1, reruns_delay=2)
+
+
 VERSIONS = os.environ.get("KSHARD_JAVA_CLIENT_VERSIONS", "3.9.1 4.4.0").split()
 ASSIGNORS = ["range", "roundrobin", "sticky", "cooperative-sticky"]
 CASES = [(v, a) for v in VERSIONS for a in ASSIGNORS + (["default"] if not v.startswith("3.") else [])]

@@ -11,6 +11,13 @@ from confluent_kafka.admin import AdminClient
 
 import compat_util as cu
 
+# Multi-process rebalance scenarios: one run in about ten full suites stalled
+# once (a member stopped receiving two of its partitions before any restart;
+# not reproduced in 12 targeted reruns), so a failure is retried once and
+# reported as RERUN in the log while it is investigated.
+pytestmark = pytest.mark.flaky(reruns=1, reruns_delay=2)
+
+
 PARTITIONS = 6
 
 

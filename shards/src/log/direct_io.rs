@@ -3,12 +3,12 @@
 //! aligned write-behind buffer, so appends bypass the page cache.
 //!
 //! What direct mode does and does not change, in this version:
-//! - Only the write path bypasses the page cache. Every read (fetch, index
-//!   rebuild, recovery, timestamp lookups) uses the segment's normal
-//!   buffered descriptor; the kernel keeps the page cache coherent with
-//!   `O_DIRECT` writes to the same inode. Fetch stays zero-copy: its
-//!   [`crate::log::FileSlice`] is sent with sendfile(2) from that buffered
-//!   descriptor.
+//! - Fetch reads bypass the page cache too: a direct-mode
+//!   [`crate::log::FileSlice`] is served from the shard's
+//!   [`crate::log::read_cache::ReadCache`] (glommio DMA reads) instead of
+//!   sendfile(2). Other reads (index rebuild, recovery, timestamp lookups)
+//!   use the segment's normal buffered descriptor; the kernel keeps the
+//!   page cache coherent with `O_DIRECT` writes to the same inode.
 //! - Appends are synchronous `pwrite`s on the shard thread. A glommio
 //!   `DmaFile` asynchronous writer is the next step.
 //! - An append copies its bytes into the aligned buffer, writes the full

@@ -280,13 +280,14 @@ impl Log {
                     })
                 }
                 SegmentRead::Data {
-                    slice,
+                    mut slice,
                     first_batch_base_offset,
                 } => {
+                    slice.direct = self.config.io_mode == IoMode::Direct;
                     return Ok(ReadInfo {
                         slice: Some(slice),
                         first_batch_base_offset,
-                    })
+                    });
                 }
             }
         }

@@ -10,6 +10,7 @@ pub mod config;
 pub mod log;
 pub mod offset_index;
 pub mod offset_map;
+pub mod read_cache;
 pub mod recovery;
 pub mod segment;
 #[cfg(test)]
@@ -49,7 +50,8 @@ pub struct LogAppendInfo {
     pub valid_bytes: usize,
 }
 
-/// A byte range of one segment file, sent to a socket with sendfile(2).
+/// A byte range of one segment file, sent to a socket with sendfile(2)
+/// (buffered mode) or from the read cache (direct mode).
 /// The `Arc<File>` keeps the descriptor open even if the segment is deleted
 /// while the fetch response is in flight.
 #[derive(Clone, Debug)]
@@ -57,4 +59,7 @@ pub struct FileSlice {
     pub file: Arc<File>,
     pub position: u64,
     pub len: u32,
+    /// From a `log.io.mode=direct` log: sent through the shard's
+    /// [`read_cache::ReadCache`] (DMA reads), not sendfile from the page cache.
+    pub direct: bool,
 }

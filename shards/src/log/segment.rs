@@ -444,6 +444,9 @@ impl LogSegment {
                 file: self.log.shared(),
                 position: start_pos,
                 len: (end - start_pos) as u32,
+                // Set by the Log, which knows its io_mode for every segment
+                // (a segment knows it only while it is active).
+                direct: false,
             },
             first_batch_base_offset,
         })
