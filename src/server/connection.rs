@@ -72,6 +72,15 @@ async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(
     let max_request_bytes = ctx.config.socket_request_max_bytes.max(0) as usize;
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut scratch = Vec::new();
+    // connections.max.idle.ms: a connection that sends nothing for that long
+    // is closed, as Kafka's processor does (requests run one at a time, so a
+    // read is only pending while the connection is idle).
+    if ctx.config.connections_max_idle_ms > 0 {
+        let idle = std::time::Duration::from_millis(ctx.config.connections_max_idle_ms as u64);
+        stream
+            .set_read_timeout(Some(idle))
+            .map_err(|e| e.to_string())?;
+    }
     let client_host: Arc<str> = match stream.peer_addr() {
         Ok(a) => Arc::from(format!("/{}", a.ip())),
         Err(_) => Arc::from(""),
