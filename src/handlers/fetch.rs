@@ -30,6 +30,23 @@ struct Wanted {
     error: Option<i16>,
 }
 
+impl Wanted {
+    /// A new fetch-session entry; -1s mean "never reported to the client".
+    fn to_cached(&self) -> CachedPartition {
+        CachedPartition {
+            topic: self.topic.clone(),
+            topic_id: self.topic_id,
+            partition: self.partition,
+            fetch_offset: self.fetch_offset,
+            max_bytes: self.max_bytes,
+            current_leader_epoch: self.current_leader_epoch,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
 fn session_error_response(req: &Request, code: i16) -> HandlerResult {
     let data = FetchResponseData {
         throttle_time_ms: 0,
@@ -164,20 +181,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             if epoch == INITIAL_EPOCH && req.api_version >= 7 {
                 let mut map = IndexMap::new();
                 for w in requested.iter().filter(|w| w.error.is_none()) {
-                    map.insert(
-                        (w.topic.clone(), w.partition),
-                        CachedPartition {
-                            topic: w.topic.clone(),
-                            topic_id: w.topic_id,
-                            partition: w.partition,
-                            fetch_offset: w.fetch_offset,
-                            max_bytes: w.max_bytes,
-                            current_leader_epoch: w.current_leader_epoch,
-                            high_watermark: -1,
-                            last_stable_offset: -1,
-                            log_start_offset: -1,
-                        },
-                    );
+                    map.insert((w.topic.clone(), w.partition), w.to_cached());
                 }
                 response_session_id = sessions.create(map, now);
             }
@@ -200,17 +204,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 let entry = session
                     .partitions
                     .entry((w.topic.clone(), w.partition))
-                    .or_insert_with(|| CachedPartition {
-                        topic: w.topic.clone(),
-                        topic_id: w.topic_id,
-                        partition: w.partition,
-                        fetch_offset: w.fetch_offset,
-                        max_bytes: w.max_bytes,
-                        current_leader_epoch: w.current_leader_epoch,
-                        high_watermark: -1,
-                        last_stable_offset: -1,
-                        log_start_offset: -1,
-                    });
+                    .or_insert_with(|| w.to_cached());
                 entry.fetch_offset = w.fetch_offset;
                 entry.max_bytes = w.max_bytes;
                 entry.current_leader_epoch = w.current_leader_epoch;
