@@ -24,7 +24,7 @@ done
 python3 -m pip install -q --disable-pip-version-check \
   "pytest>=8" "pytest-timeout==2.4.0" "pytest-rerunfailures==16.7" \
   "confluent-kafka==2.16.1" "kafka-python==3.0.12" \
-  "python-snappy==0.7.3" "cramjam==2.14.0" "lz4==4.4.5" "zstandard==0.25.0"
+  "python-snappy==0.7.3" "cramjam==2.14.0" "lz4==4.4.5" "zstandard==0.25.0" "kazoo==2.11.0"
 
 bash scripts/kafka-jars.sh "$KAFKA_VERSION"
 

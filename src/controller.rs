@@ -119,6 +119,7 @@ impl Controller {
                         isr: state
                             .map(|s| s.isr.clone())
                             .unwrap_or_else(|| replicas.clone()),
+                        offline_replicas: Vec::new(),
                     }
                 })
                 .collect();
@@ -137,34 +138,53 @@ impl Controller {
     /// A producer id for an idempotent producer, from blocks reserved in the store.
     pub fn allocate_producer_id(&mut self) -> Result<i64, i16> {
         if self.next_producer_id >= self.producer_id_block_end {
-            let start = match self.store.get(PRODUCER_ID_BLOCK_PATH) {
-                Ok((data, _)) => parse_block_end(&data).map(|end| end + 1).unwrap_or(0),
-                Err(_) => 0,
-            };
-            let end = start + PRODUCER_ID_BLOCK_SIZE - 1;
-            let json = format!(
-                "{{\"version\":1,\"broker\":{},\"block_start\":\"{start}\",\"block_end\":\"{end}\"}}",
-                self.broker_id
-            );
-            let r = if self.store.exists(PRODUCER_ID_BLOCK_PATH).is_some() {
-                self.store
-                    .set(PRODUCER_ID_BLOCK_PATH, json.as_bytes(), -1)
-                    .map(|_| ())
-            } else {
-                self.store
-                    .create(PRODUCER_ID_BLOCK_PATH, json.as_bytes(), false, false)
-                    .map(|_| ())
-            };
-            if let Err(e) = r {
-                log::error!("reserving producer ids: {e}");
-                return Err(errors::UNKNOWN_SERVER_ERROR);
-            }
+            let (start, end) =
+                reserve_producer_id_block(&mut self.store, self.broker_id).map_err(|e| {
+                    log::error!("reserving producer ids: {e}");
+                    errors::UNKNOWN_SERVER_ERROR
+                })?;
             self.next_producer_id = start;
             self.producer_id_block_end = end + 1;
         }
         let id = self.next_producer_id;
         self.next_producer_id += 1;
         Ok(id)
+    }
+}
+
+/// Reserves the next block of producer ids in `/latest_producer_id_block`
+/// by a conditional write, retrying when another broker got there first.
+/// Returns (block_start, block_end), inclusive.
+pub fn reserve_producer_id_block(
+    store: &mut dyn MetadataStore,
+    broker_id: i32,
+) -> Result<(i64, i64), StoreError> {
+    loop {
+        let (start, version) = match store.get(PRODUCER_ID_BLOCK_PATH) {
+            Ok((data, stat)) => (
+                parse_block_end(&data).map(|end| end + 1).unwrap_or(0),
+                Some(stat.version),
+            ),
+            Err(StoreError::NoNode(_)) => (0, None),
+            Err(e) => return Err(e),
+        };
+        let end = start + PRODUCER_ID_BLOCK_SIZE - 1;
+        let json = format!(
+            "{{\"version\":1,\"broker\":{broker_id},\"block_start\":\"{start}\",\"block_end\":\"{end}\"}}"
+        );
+        let r = match version {
+            Some(v) => store
+                .set(PRODUCER_ID_BLOCK_PATH, json.as_bytes(), v)
+                .map(|_| ()),
+            None => store
+                .create(PRODUCER_ID_BLOCK_PATH, json.as_bytes(), false, false)
+                .map(|_| ()),
+        };
+        match r {
+            Ok(()) => return Ok((start, end)),
+            Err(StoreError::BadVersion(_)) | Err(StoreError::NodeExists(_)) => continue,
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -223,6 +243,9 @@ pub async fn create_topic(
     t: NewTopic,
     validate_only: bool,
 ) -> AdminResult<Arc<TopicInfo>> {
+    if ctx.cluster.is_some() {
+        return crate::cluster::admin::create_topic(ctx, t, validate_only).await;
+    }
     let config = &ctx.config;
     topics::validate_topic_name(&t.name).map_err(|m| (errors::INVALID_TOPIC_EXCEPTION, m))?;
     let image = ctx.metadata.image();
@@ -308,6 +331,7 @@ pub async fn create_topic(
                 leader_epoch: 0,
                 replicas: replicas.clone(),
                 isr: replicas.clone(),
+                offline_replicas: Vec::new(),
             })
             .collect(),
         overrides: topic_config.overrides.clone(),
@@ -356,6 +380,9 @@ pub async fn create_topic(
 }
 
 pub async fn delete_topic(ctx: &Rc<ShardContext>, name: &str) -> AdminResult<Uuid> {
+    if ctx.cluster.is_some() {
+        return crate::cluster::admin::delete_topic(ctx, name).await;
+    }
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
         return Err((
@@ -400,6 +427,16 @@ pub async fn create_partitions(
     assignment: Option<Vec<Vec<i32>>>,
     validate_only: bool,
 ) -> AdminResult<()> {
+    if ctx.cluster.is_some() {
+        return crate::cluster::admin::create_partitions(
+            ctx,
+            name,
+            new_total,
+            assignment,
+            validate_only,
+        )
+        .await;
+    }
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
         return Err((
@@ -463,6 +500,7 @@ pub async fn create_partitions(
             leader_epoch: 0,
             replicas: replicas.clone(),
             isr: replicas.clone(),
+            offline_replicas: Vec::new(),
         });
     }
     let next = Arc::new(next);

@@ -3,6 +3,7 @@
 //! controller, metadata); `kshard-shards` is the per-core engine under it.
 
 pub mod alloc_guard;
+pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
@@ -14,10 +15,13 @@ pub mod metadata;
 pub mod metadata_cache;
 pub mod partition;
 pub mod protocol;
+pub mod replica_assignment;
 pub mod replica_manager;
+pub mod replication;
 pub mod server;
 pub mod shard_context;
 pub mod shard_handler;
+pub mod zk;
 
 /// Every binary and test linking kshard gets the guarded allocator (see alloc_guard).
 #[global_allocator]

@@ -25,6 +25,8 @@ pub struct PartitionInfo {
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Replicas on brokers that are not live (cluster mode).
+    pub offline_replicas: Vec<i32>,
 }
 
 #[derive(Clone, Debug)]

@@ -47,6 +47,14 @@ pub struct Partition {
     pub producer_state: ProducerStateManager,
     pub leader_epoch_cache: LeaderEpochCache,
     pub leader_epoch: i32,
+    /// False while this broker follows (cluster mode): clients get
+    /// NOT_LEADER_OR_FOLLOWER.
+    pub is_leader: bool,
+    /// The high watermark: consumers read below it. A leader advances it
+    /// as the ISR catches up; a follower takes min(LEO, leader's HW).
+    hw: i64,
+    /// Replication state while leading (cluster mode); see `replication`.
+    pub leadership: crate::replication::Leadership,
     pub config: Arc<TopicConfig>,
     io_mode: IoMode,
     validation: ValidationConfig,
@@ -130,6 +138,7 @@ impl Partition {
         let mut leader_epoch_cache = LeaderEpochCache::open(&dir)?;
         leader_epoch_cache.truncate_from_end(log.log_end_offset())?;
         leader_epoch_cache.assign(leader_epoch, log.log_end_offset())?;
+        let initial_hw = log.log_end_offset();
         Ok(Partition {
             topic: topic.to_string(),
             partition,
@@ -139,9 +148,29 @@ impl Partition {
             producer_state,
             leader_epoch_cache,
             leader_epoch,
+            is_leader: true,
+            hw: initial_hw,
+            leadership: crate::replication::Leadership::default(),
             config,
             io_mode,
         })
+    }
+
+    /// makeLeader / makeFollower: a new leader epoch from the controller.
+    /// A leader records where its epoch starts (KIP-101).
+    pub fn become_leader_or_follower(
+        &mut self,
+        leader_epoch: i32,
+        is_leader: bool,
+    ) -> io::Result<()> {
+        debug_assert!(leader_epoch >= self.leader_epoch);
+        self.leader_epoch = leader_epoch;
+        self.is_leader = is_leader;
+        if is_leader {
+            self.leader_epoch_cache
+                .assign(leader_epoch, self.log.log_end_offset())?;
+        }
+        Ok(())
     }
 
     pub fn set_config(&mut self, config: Arc<TopicConfig>) {
@@ -150,10 +179,16 @@ impl Partition {
         self.config = config;
     }
 
-    /// Single replica: the ISR is this broker, so the high watermark is the LEO.
     #[inline]
     pub fn high_watermark(&self) -> i64 {
-        self.log.log_end_offset()
+        self.hw
+    }
+
+    /// Sets the high watermark, at most the log end offset. A leader's only
+    /// grows (`replication::maybe_increment_high_watermark`); a follower's
+    /// follows the leader's and may drop after truncation.
+    pub fn set_high_watermark(&mut self, hw: i64) {
+        self.hw = hw.clamp(self.log.log_start_offset(), self.log.log_end_offset());
     }
 
     /// Validates, deduplicates (idempotent producers), assigns offsets and appends.

@@ -94,6 +94,11 @@ pub struct ReplicaManager {
     next_cleaner_check_ms: i64,
     /// `log.cleaner.enable`.
     cleaner_enabled: bool,
+    /// Cluster mode: a partition this broker does not hold is another
+    /// broker's (NOT_LEADER_OR_FOLLOWER), not unknown.
+    cluster_mode: bool,
+    /// `replica.lag.time.max.ms`.
+    replica_lag_time_max_ms: i64,
 }
 
 /// Kafka's `log.cleaner.backoff.ms` default.
@@ -139,7 +144,143 @@ impl ReplicaManager {
             startup_checkpoints,
             producer_id_expiration_ms,
             io_mode,
+            cluster_mode: false,
+            replica_lag_time_max_ms: 30_000,
         }
+    }
+
+    pub fn set_replica_lag_time_max_ms(&mut self, ms: i64) {
+        self.replica_lag_time_max_ms = ms.max(1);
+    }
+
+    pub fn replica_lag_time_max_ms(&self) -> i64 {
+        self.replica_lag_time_max_ms
+    }
+
+    pub fn set_cluster_mode(&mut self, on: bool) {
+        self.cluster_mode = on;
+    }
+
+    fn absent_error(&self) -> i16 {
+        if self.cluster_mode {
+            errors::NOT_LEADER_OR_FOLLOWER
+        } else {
+            errors::UNKNOWN_TOPIC_OR_PARTITION
+        }
+    }
+
+    /// The partition if this broker leads it, else the error for clients.
+    fn leader_partition(&self, topic: &str, partition: i32) -> Result<&Partition, i16> {
+        match self.partition(topic, partition) {
+            Some(p) if p.is_leader => Ok(p),
+            Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
+            None => Err(self.absent_error()),
+        }
+    }
+
+    fn leader_partition_mut(&mut self, topic: &str, partition: i32) -> Result<&mut Partition, i16> {
+        let absent = self.absent_error();
+        match self
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.get_mut(&partition))
+        {
+            Some(p) if p.is_leader => Ok(p),
+            Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
+            None => Err(absent),
+        }
+    }
+
+    /// LeaderAndIsr for partitions this shard owns: opens missing logs at
+    /// the request's epoch, then applies the role. A leader epoch older
+    /// than the partition's is refused (STALE_CONTROLLER_EPOCH), as Kafka
+    /// does; the same epoch is a no-op resend.
+    pub fn become_leader_or_follower(
+        &mut self,
+        topic: &TopicInfo,
+        parts: &[(i32, i32, bool)],
+        now_ms: i64,
+    ) -> Vec<i16> {
+        let missing: Vec<i32> = parts
+            .iter()
+            .map(|x| x.0)
+            .filter(|p| self.partition(&topic.name, *p).is_none())
+            .collect();
+        if let Err(e) = self.open_partitions(topic, &missing, now_ms) {
+            log::error!("opening logs of {}: {e}", topic.name);
+            return vec![errors::KAFKA_STORAGE_ERROR; parts.len()];
+        }
+        let mut codes = Vec::with_capacity(parts.len());
+        for &(p, epoch, is_leader) in parts {
+            let Some(partition) = self.topics.get_mut(&topic.name).and_then(|t| t.get_mut(&p))
+            else {
+                codes.push(errors::KAFKA_STORAGE_ERROR);
+                continue;
+            };
+            let fresh = missing.contains(&p);
+            if !fresh && epoch < partition.leader_epoch {
+                codes.push(errors::STALE_CONTROLLER_EPOCH);
+                continue;
+            }
+            if !fresh && epoch == partition.leader_epoch && partition.is_leader == is_leader {
+                codes.push(errors::NONE);
+                continue;
+            }
+            match partition.become_leader_or_follower(epoch, is_leader) {
+                Ok(()) => {
+                    log::info!(
+                        "{}-{p}: {} at leader epoch {epoch}",
+                        topic.name,
+                        if is_leader { "leader" } else { "follower" }
+                    );
+                    codes.push(errors::NONE)
+                }
+                Err(e) => {
+                    log::error!("{}-{p}: becoming leader/follower: {e}", topic.name);
+                    codes.push(errors::KAFKA_STORAGE_ERROR);
+                }
+            }
+        }
+        codes
+    }
+
+    /// StopReplica: closes the logs (the data stays unless `delete`).
+    pub fn stop_replicas(&mut self, topic: &str, parts: &[(i32, i32)], delete: bool) -> Vec<i16> {
+        let mut codes = Vec::with_capacity(parts.len());
+        for &(p, epoch) in parts {
+            let Some(t) = self.topics.get_mut(topic) else {
+                codes.push(errors::NONE);
+                continue;
+            };
+            // -1: no epoch check; -2: deletion, always applies.
+            if let Some(partition) = t.get(&p) {
+                if epoch >= 0 && epoch < partition.leader_epoch {
+                    codes.push(errors::FENCED_LEADER_EPOCH);
+                    continue;
+                }
+            }
+            let Some(partition) = t.remove(&p) else {
+                codes.push(errors::NONE);
+                continue;
+            };
+            if t.is_empty() {
+                self.topics.remove(topic);
+            }
+            let r = if delete {
+                self.cleaner.forget(partition.log.dir());
+                partition.log.delete()
+            } else {
+                partition.close().map(|_| ())
+            };
+            match r {
+                Ok(()) => codes.push(errors::NONE),
+                Err(e) => {
+                    log::error!("stopping replica {topic}-{p}: {e}");
+                    codes.push(errors::KAFKA_STORAGE_ERROR);
+                }
+            }
+        }
+        codes
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<&Partition> {
@@ -225,27 +366,39 @@ impl ReplicaManager {
     }
 
     pub fn append(&mut self, part: &ProducePart, now_ms: i64) -> ProducePartResult {
-        let Some(partition) = self
+        let absent = self.absent_error();
+        let found = self
             .topics
             .get_mut(part.topic.as_str())
-            .and_then(|t| t.get_mut(&part.partition))
-        else {
-            return ProducePartResult {
-                error_code: errors::UNKNOWN_TOPIC_OR_PARTITION,
-                error_message: None,
-                base_offset: -1,
-                log_append_time_ms: -1,
-                log_start_offset: -1,
-            };
+            .and_then(|t| t.get_mut(&part.partition));
+        let partition = match found {
+            Some(p) if p.is_leader => p,
+            other => {
+                return ProducePartResult {
+                    error_code: if other.is_some() {
+                        errors::NOT_LEADER_OR_FOLLOWER
+                    } else {
+                        absent
+                    },
+                    error_message: None,
+                    base_offset: -1,
+                    log_append_time_ms: -1,
+                    log_start_offset: -1,
+                }
+            }
         };
         match partition.append_records_as_leader(&part.records, &mut self.validator, now_ms) {
-            Ok(r) => ProducePartResult {
-                error_code: errors::NONE,
-                error_message: None,
-                base_offset: r.base_offset,
-                log_append_time_ms: r.log_append_time_ms,
-                log_start_offset: r.log_start_offset,
-            },
+            Ok(r) => {
+                // A single replica (or an ISR of one) commits at once.
+                partition.maybe_increment_high_watermark(now_ms, self.replica_lag_time_max_ms);
+                ProducePartResult {
+                    error_code: errors::NONE,
+                    error_message: None,
+                    base_offset: r.base_offset,
+                    log_append_time_ms: r.log_append_time_ms,
+                    log_start_offset: r.log_start_offset,
+                }
+            }
             Err(e) => ProducePartResult {
                 error_code: e.error_code,
                 error_message: Some(e.message),
@@ -257,14 +410,17 @@ impl ReplicaManager {
     }
 
     pub fn read(&self, part: &FetchPart, byte_budget: &mut u32) -> FetchPartResult {
-        let Some(partition) = self.partition(&part.topic, part.partition) else {
-            return FetchPartResult {
-                error_code: errors::UNKNOWN_TOPIC_OR_PARTITION,
-                high_watermark: -1,
-                last_stable_offset: -1,
-                log_start_offset: -1,
-                slice: None,
-            };
+        let partition = match self.leader_partition(&part.topic, part.partition) {
+            Ok(p) => p,
+            Err(code) => {
+                return FetchPartResult {
+                    error_code: code,
+                    high_watermark: -1,
+                    last_stable_offset: -1,
+                    log_start_offset: -1,
+                    slice: None,
+                }
+            }
         };
         if let Some(code) = leader_epoch_error(part.current_leader_epoch, partition.leader_epoch) {
             return FetchPartResult {
@@ -292,9 +448,11 @@ impl ReplicaManager {
     /// True when a delayed fetch waiting at `fetch_offset` can complete.
     pub fn has_data_beyond(&self, topic: &str, partition: i32, fetch_offset: i64) -> bool {
         match self.partition(topic, partition) {
-            Some(p) => p.high_watermark() > fetch_offset || fetch_offset < p.log.log_start_offset(),
-            // A deleted partition completes the wait so the error is reported.
-            None => true,
+            Some(p) if p.is_leader => {
+                p.high_watermark() > fetch_offset || fetch_offset < p.log.log_start_offset()
+            }
+            // A deleted or demoted partition completes the wait so the error is reported.
+            _ => true,
         }
     }
 
@@ -305,8 +463,9 @@ impl ReplicaManager {
             offset: -1,
             leader_epoch: -1,
         };
-        let Some(p) = self.partition(&part.topic, part.partition) else {
-            return fail(errors::UNKNOWN_TOPIC_OR_PARTITION);
+        let p = match self.leader_partition(&part.topic, part.partition) {
+            Ok(p) => p,
+            Err(code) => return fail(code),
         };
         if let Some(code) = leader_epoch_error(part.current_leader_epoch, p.leader_epoch) {
             return fail(code);
@@ -346,12 +505,9 @@ impl ReplicaManager {
 
     /// DeleteRecords: offset -1 means the high watermark.
     pub fn delete_records(&mut self, topic: &str, partition: i32, offset: i64) -> (i16, i64) {
-        let Some(p) = self
-            .topics
-            .get_mut(topic)
-            .and_then(|t| t.get_mut(&partition))
-        else {
-            return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1);
+        let p = match self.leader_partition_mut(topic, partition) {
+            Ok(p) => p,
+            Err(code) => return (code, -1),
         };
         let hw = p.high_watermark();
         let target = if offset == -1 { hw } else { offset };
@@ -374,8 +530,9 @@ impl ReplicaManager {
         current_leader_epoch: i32,
         leader_epoch: i32,
     ) -> (i16, i32, i64) {
-        let Some(p) = self.partition(topic, partition) else {
-            return (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+        let p = match self.leader_partition(topic, partition) {
+            Ok(p) => p,
+            Err(code) => return (code, -1, -1),
         };
         if let Some(code) = leader_epoch_error(current_leader_epoch, p.leader_epoch) {
             return (code, -1, -1);

@@ -74,6 +74,26 @@ pub enum ShardRequest {
     AllocateProducerId,
     /// Offsets for the broker-level checkpoint files.
     CollectCheckpoints,
+    /// LeaderAndIsr on the owner: open the logs if needed, then become
+    /// leader or follower at the given leader epochs.
+    BecomeLeaderOrFollower {
+        topic: Arc<TopicInfo>,
+        /// (partition, leader epoch, this broker leads)
+        parts: Vec<(i32, i32, bool)>,
+    },
+    /// StopReplica on the owner: close (and with `delete`, remove) logs.
+    StopReplicas {
+        topic: String,
+        /// (partition, leader epoch or -1/-2)
+        parts: Vec<(i32, i32)>,
+        delete: bool,
+    },
+    /// A controller-to-broker request, serialized on the controller shard.
+    InterBroker {
+        api_key: i16,
+        api_version: i16,
+        body: bytes::Bytes,
+    },
 }
 
 pub enum ShardResponse {
@@ -89,6 +109,10 @@ pub enum ShardResponse {
     AutoCreated(Vec<i16>),
     ProducerId(Result<i64, i16>),
     Checkpoints(Vec<CheckpointEntry>),
+    /// Error code per part of BecomeLeaderOrFollower / StopReplicas.
+    PartitionErrors(Vec<i16>),
+    /// An encoded inter-broker response body.
+    InterBroker(Result<bytes::Bytes, String>),
     Done,
 }
 
@@ -119,6 +143,8 @@ pub struct ShardContext {
     pub controller: Option<RefCell<Controller>>,
     /// The group coordinator; only on the controller shard.
     pub coordinator: Option<RefCell<GroupCoordinator>>,
+    /// Cluster mode (`zookeeper.connect`): ids, ZooKeeper and the controller thread.
+    pub cluster: Option<Arc<crate::cluster::ClusterHandle>>,
     mailbox: RefCell<Option<Rc<ShardMailbox>>>,
     /// Wakes the purgatory ticker when an earlier deadline arrives.
     ticker_wake: Cell<Option<u64>>,
@@ -138,10 +164,14 @@ impl ShardContext {
         metadata: Arc<MetadataCache>,
         replica_manager: ReplicaManager,
         controller: Option<Controller>,
+        cluster: Option<Arc<crate::cluster::ClusterHandle>>,
         now_ms: u64,
     ) -> Self {
         assert!(shard_id < nr_shards);
-        assert_eq!(controller.is_some(), shard_id == CONTROLLER_SHARD);
+        // The embedded store's controller lives on shard 0; cluster mode has
+        // none there (the controller is the ZooKeeper-side thread).
+        assert!(controller.is_none() || shard_id == CONTROLLER_SHARD);
+        assert!(cluster.is_none() || controller.is_none());
         let coordinator = (shard_id == CONTROLLER_SHARD).then(|| {
             RefCell::new(GroupCoordinator::new(
                 CoordinatorConfig::from_broker(&config),
@@ -159,6 +189,7 @@ impl ShardContext {
             fetch_sessions: RefCell::new(FetchSessionCache::new(shard_id, nr_shards, 1000)),
             controller: controller.map(RefCell::new),
             coordinator,
+            cluster,
             mailbox: RefCell::new(None),
             ticker_wake: Cell::new(None),
             ticker_notify: RefCell::new(None),
@@ -169,6 +200,14 @@ impl ShardContext {
 
     pub fn set_mailbox(&self, mailbox: Rc<ShardMailbox>) {
         *self.mailbox.borrow_mut() = Some(mailbox);
+    }
+
+    /// The broker id this process runs as.
+    pub fn broker_id(&self) -> i32 {
+        match &self.cluster {
+            Some(c) => c.broker_id,
+            None => self.config.effective_broker_id(),
+        }
     }
 
     #[inline]

@@ -111,6 +111,10 @@ pub fn handle_shard_request(
         ShardRequest::AutoCreateTopics { names } => Box::pin(async move {
             ShardResponse::AutoCreated(crate::controller::auto_create_topics(&ctx, &names).await)
         }),
+        ShardRequest::AllocateProducerId if ctx.cluster.is_some() => {
+            let cluster = ctx.cluster.clone().expect("cluster mode");
+            Box::pin(async move { ShardResponse::ProducerId(cluster.allocate_producer_id().await) })
+        }
         ShardRequest::AllocateProducerId => {
             let r = match &ctx.controller {
                 Some(c) => c.borrow_mut().allocate_producer_id(),
@@ -122,6 +126,50 @@ pub fn handle_shard_request(
             let entries = ctx.replica_manager.borrow().checkpoints();
             Box::pin(async move { ShardResponse::Checkpoints(entries) })
         }
+        ShardRequest::BecomeLeaderOrFollower { topic, parts } => {
+            let codes = ctx.replica_manager.borrow_mut().become_leader_or_follower(
+                &topic,
+                &parts,
+                now_ms() as i64,
+            );
+            // Fetches parked on partitions that changed role re-check (and fail over).
+            for (p, _, _) in &parts {
+                ctx.on_high_watermark_advanced(&topic.name, *p);
+            }
+            Box::pin(async move { ShardResponse::PartitionErrors(codes) })
+        }
+        ShardRequest::StopReplicas {
+            topic,
+            parts,
+            delete,
+        } => {
+            let codes = ctx
+                .replica_manager
+                .borrow_mut()
+                .stop_replicas(&topic, &parts, delete);
+            for (p, _) in &parts {
+                ctx.on_high_watermark_advanced(&topic, *p);
+            }
+            if delete {
+                ctx.fetch_sessions.borrow_mut().forget_topic(&topic);
+            }
+            Box::pin(async move { ShardResponse::PartitionErrors(codes) })
+        }
+        ShardRequest::InterBroker {
+            api_key,
+            api_version,
+            body,
+        } => Box::pin(async move {
+            ShardResponse::InterBroker(
+                handlers::inter_broker::handle_on_controller_shard(
+                    &ctx,
+                    api_key,
+                    api_version,
+                    body,
+                )
+                .await,
+            )
+        }),
     }
 }
 

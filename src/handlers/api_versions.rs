@@ -22,10 +22,37 @@ fn api_list() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub fn handle(_ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+/// The controller-to-broker APIs a ZooKeeper-mode broker lists.
+fn inter_broker_list() -> Vec<ApiVersion> {
+    use crate::protocol::inter_broker as ib;
+    [
+        (ib::LEADER_AND_ISR_API_KEY, ib::LEADER_AND_ISR_VERSIONS),
+        (ib::STOP_REPLICA_API_KEY, ib::STOP_REPLICA_VERSIONS),
+        (ib::UPDATE_METADATA_API_KEY, ib::UPDATE_METADATA_VERSIONS),
+        (
+            ib::CONTROLLED_SHUTDOWN_API_KEY,
+            ib::CONTROLLED_SHUTDOWN_VERSIONS,
+        ),
+    ]
+    .into_iter()
+    .map(|(key, (min, max))| {
+        ApiVersion::default()
+            .with_api_key(key)
+            .with_min_version(min)
+            .with_max_version(max)
+    })
+    .collect()
+}
+
+pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let mut apis = api_list();
+    if ctx.cluster.is_some() {
+        apis.extend(inter_broker_list());
+        apis.sort_by_key(|a| a.api_key);
+    }
     let body = ApiVersionsResponse::default()
         .with_error_code(errors::NONE)
-        .with_api_keys(api_list());
+        .with_api_keys(apis);
     respond(req, &body)
 }
 

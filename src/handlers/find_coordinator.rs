@@ -38,6 +38,12 @@ fn find(ctx: &ShardContext, key_type: i8) -> Found {
         port: -1,
     };
     match key_type {
+        // Cluster mode does not yet move group coordination with the
+        // leadership of __consumer_offsets partitions.
+        GROUP_KEY_TYPE if ctx.cluster.is_some() => fail(
+            errors::COORDINATOR_NOT_AVAILABLE,
+            "The coordinator is not available.",
+        ),
         GROUP_KEY_TYPE => {
             let image = ctx.metadata.image();
             match (image.topic(OFFSETS_TOPIC), image.brokers.first()) {

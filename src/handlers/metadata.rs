@@ -20,13 +20,27 @@ fn topic_entry(t: &TopicInfo, v: i16) -> MetadataResponseTopic {
         .partitions
         .iter()
         .map(|p| {
+            // Kafka: no live leader is LEADER_NOT_AVAILABLE; v0 also flags
+            // missing replicas (errorUnavailableEndpoints).
+            let code = if p.leader < 0 {
+                errors::LEADER_NOT_AVAILABLE
+            } else if v == 0 && !p.offline_replicas.is_empty() {
+                errors::REPLICA_NOT_AVAILABLE
+            } else {
+                errors::NONE
+            };
             MetadataResponsePartition::default()
-                .with_error_code(errors::NONE)
+                .with_error_code(code)
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(if v >= 7 { p.leader_epoch } else { -1 })
                 .with_replica_nodes(p.replicas.iter().map(|&b| BrokerId(b)).collect())
                 .with_isr_nodes(p.isr.iter().map(|&b| BrokerId(b)).collect())
+                .with_offline_replicas(if v >= 5 {
+                    p.offline_replicas.iter().map(|&b| BrokerId(b)).collect()
+                } else {
+                    Vec::new()
+                })
         })
         .collect();
     MetadataResponseTopic::default()

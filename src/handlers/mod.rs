@@ -3,6 +3,7 @@
 //! controller shard and run there by `controller_dispatch`.
 
 pub mod api_versions;
+pub mod controlled_shutdown;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -11,11 +12,14 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
 pub mod init_producer_id;
+pub mod inter_broker;
 pub mod join_group;
+pub mod leader_and_isr;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
@@ -25,7 +29,9 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod stop_replica;
 pub mod sync_group;
+pub mod update_metadata;
 
 use std::rc::Rc;
 
@@ -61,6 +67,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req),
+        ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
         ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::CreatePartitions => {
             forward_to_controller(ctx, req).await
         }

@@ -357,7 +357,11 @@ pub fn topic_config_path(topic: &str) -> String {
 pub fn ensure_base_paths(store: &mut dyn MetadataStore) -> StoreResult<()> {
     for path in PERSISTENT_PATHS {
         if store.exists(path).is_none() {
-            store.create_all(path, b"")?;
+            // Another broker starting at the same time may create it first.
+            match store.create_all(path, b"") {
+                Ok(_) | Err(StoreError::NodeExists(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(())
@@ -452,6 +456,50 @@ pub fn create_topic(
     ];
     partition_create_ops(name, assignment, controller_epoch, &mut ops);
     store.multi(&ops).map(|_| ())
+}
+
+/// AdminZkClient.createTopicWithAssignment: the topic's config and its
+/// assignment only; the controller creates the partition states when it
+/// sees the new topic. NodeExists if the topic exists.
+pub fn create_topic_assignment(
+    store: &mut dyn MetadataStore,
+    name: &str,
+    topic_id: [u8; 16],
+    assignment: &BTreeMap<i32, Vec<i32>>,
+    configs: &BTreeMap<String, String>,
+) -> StoreResult<()> {
+    let ops = vec![
+        config_write_op(store, name, configs),
+        create_op(
+            topic_path(name),
+            encode_topic(Some(&topic_id), assignment).into_bytes(),
+        ),
+    ];
+    store.multi(&ops).map(|_| ())
+}
+
+/// Adds partitions to a topic's assignment only (the controller elects
+/// their leaders when it sees the change).
+pub fn add_partitions_assignment(
+    store: &mut dyn MetadataStore,
+    name: &str,
+    new_partitions: &BTreeMap<i32, Vec<i32>>,
+) -> StoreResult<()> {
+    let path = topic_path(name);
+    let (bytes, stat) = store.get(&path)?;
+    let (topic_id, mut assignment) = decode_topic(&path, &bytes)?;
+    for (p, replicas) in new_partitions {
+        if assignment.insert(*p, replicas.clone()).is_some() {
+            return Err(StoreError::NodeExists(partition_state_path(name, *p)));
+        }
+    }
+    store
+        .set(
+            &path,
+            encode_topic(topic_id.as_ref(), &assignment).as_bytes(),
+            stat.version,
+        )
+        .map(|_| ())
 }
 
 /// Reads a topic; None if absent.
@@ -647,7 +695,10 @@ pub fn register_broker(
     timestamp_ms: i64,
 ) -> StoreResult<()> {
     if store.exists(BROKER_IDS_PATH).is_none() {
-        store.create_all(BROKER_IDS_PATH, b"")?;
+        match store.create_all(BROKER_IDS_PATH, b"") {
+            Ok(_) | Err(StoreError::NodeExists(_)) => {}
+            Err(e) => return Err(e),
+        }
     }
     let data = encode_broker(endpoints, rack, timestamp_ms);
     store

@@ -7,6 +7,7 @@ pub mod errors;
 pub mod fetch_encoder;
 #[cfg(test)]
 mod fuzz_tests;
+pub mod inter_broker;
 
 use std::sync::Arc;
 
@@ -69,6 +70,7 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    api(ApiKey::ElectLeaders, 0, 2),
 ];
 
 pub fn supported(key: ApiKey) -> Option<&'static ApiRange> {
@@ -224,6 +226,7 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
         ApiKey::DescribeGroups => decode_body::<m::DescribeGroupsRequest>(&req).map(|_| ()),
         ApiKey::DeleteGroups => decode_body::<m::DeleteGroupsRequest>(&req).map(|_| ()),
         ApiKey::OffsetDelete => decode_body::<m::OffsetDeleteRequest>(&req).map(|_| ()),
+        ApiKey::ElectLeaders => decode_body::<m::ElectLeadersRequest>(&req).map(|_| ()),
         other => Err(format!("{other:?} not served")),
     }
 }

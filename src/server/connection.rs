@@ -103,6 +103,14 @@ async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(
         if buf.capacity() < READ_CHUNK_BYTES {
             buf.reserve(READ_CHUNK_BYTES);
         }
+        if ctx.cluster.is_some() && frame.len() >= 2 {
+            let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+            if handlers::inter_broker::versions(api_key).is_some() {
+                let resp = handlers::inter_broker::serve(ctx, frame).await?;
+                stream.write_all(&resp).await.map_err(|e| e.to_string())?;
+                continue;
+            }
+        }
         match parse_request(frame, &client_host) {
             Ok(req) => match handlers::dispatch(ctx, req).await {
                 Ok(Some(resp)) => write_response(ctx, stream, resp, &mut scratch).await?,

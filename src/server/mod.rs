@@ -31,7 +31,11 @@ use crate::shard_context::{
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 
-fn write_meta_properties(log_dir: &Path, broker_id: i32, cluster_id: &str) -> Result<(), String> {
+pub fn write_meta_properties(
+    log_dir: &Path,
+    broker_id: i32,
+    cluster_id: &str,
+) -> Result<(), String> {
     let path = log_dir.join("meta.properties");
     if let Ok(text) = std::fs::read_to_string(&path) {
         for line in text.lines() {
@@ -137,6 +141,19 @@ fn probe_port(addr: &std::net::SocketAddr) -> PortProbe {
     }
 }
 
+/// True when a Kafka-protocol server answers ApiVersions at host:port.
+pub fn kafka_server_answers(host: &str, port: u16) -> bool {
+    use std::net::ToSocketAddrs;
+    match (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+    {
+        Some(addr) => matches!(probe_port(&addr), PortProbe::Serving),
+        None => false,
+    }
+}
+
 /// Every shard binds each listener with SO_REUSEPORT, which would let a
 /// second broker on the same port silently share its connections. So first
 /// see whether a live server answers there, and refuse to start if so
@@ -209,11 +226,24 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     }
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("log.dirs {}: {e}", log_dir.display()))?;
-    let store = EmbeddedStore::open(&config.metadata_dir())
-        .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
-    let mut controller = Controller::open(store, config.clone())?;
-    let image = controller.build_image()?;
-    write_meta_properties(&log_dir, config.effective_broker_id(), &image.cluster_id)?;
+    // Cluster mode: ZooKeeper holds the metadata and the image comes from
+    // the controller's UpdateMetadata; otherwise the embedded store.
+    let (config, controller, cluster, image) = if config.zookeeper_connect.is_some() {
+        let (cluster, resolved) = crate::cluster::start((*config).clone(), &log_dir)?;
+        let image = crate::metadata_cache::MetadataImage {
+            cluster_id: cluster.cluster_id.clone(),
+            controller_id: -1,
+            ..Default::default()
+        };
+        (Arc::new(resolved), None, Some(cluster), image)
+    } else {
+        let store = EmbeddedStore::open(&config.metadata_dir())
+            .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
+        let mut controller = Controller::open(store, config.clone())?;
+        let image = controller.build_image()?;
+        write_meta_properties(&log_dir, config.effective_broker_id(), &image.cluster_id)?;
+        (config, Some(controller), None, image)
+    };
     let checkpoints = read_checkpoints(&log_dir)?;
     let metadata = Arc::new(MetadataCache::new(image));
 
@@ -226,7 +256,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let nr_shards = config.num_shards.max(1);
     let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(nr_shards, 65536)
         .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
-    let controller_slot = Arc::new(Mutex::new(Some(controller)));
+    let controller_slot = Arc::new(Mutex::new(controller));
+    // Set by shard 0 once controlled shutdown is done, so the other shards
+    // keep serving while leadership moves away.
+    let serving_done = Arc::new(AtomicBool::new(false));
     let final_checkpoints: Arc<Mutex<Vec<CheckpointEntry>>> = Arc::new(Mutex::new(Vec::new()));
     let startup_errors: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     // Each shard gets the checkpoint entries of the partitions it owns.
@@ -252,7 +285,11 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         let final_checkpoints = final_checkpoints.clone();
         let startup_errors = startup_errors.clone();
         let log_dir = log_dir.clone();
+        let cluster = cluster.clone();
+        let serving_done = serving_done.clone();
         move |shard_id: usize| {
+            let cluster = cluster.clone();
+            let serving_done = serving_done.clone();
             let config = config.clone();
             let metadata = metadata.clone();
             let shutdown = shutdown.clone();
@@ -281,6 +318,8 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                 );
                 rm.set_cleaner_backoff_ms(config.log_cleaner_backoff_ms);
                 rm.set_cleaner_enabled(config.log_cleaner_enable);
+                rm.set_cluster_mode(cluster.is_some());
+                rm.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
                 let ctx = Rc::new(ShardContext::new(
                     shard_id,
                     nr_shards,
@@ -289,6 +328,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                     metadata.clone(),
                     rm,
                     controller,
+                    cluster.clone(),
                     now_ms(),
                 ));
                 // Open this shard's partitions (recovery runs in parallel across shards).
@@ -317,7 +357,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                 }
                 let mb = mailbox.join(shard_id, ctx.handler()).await;
                 ctx.set_mailbox(mb);
-                if shard_id == CONTROLLER_SHARD {
+                if shard_id == CONTROLLER_SHARD && cluster.is_none() {
                     // Creates and replays __consumer_offsets before serving.
                     crate::coordinator::runtime::start(&ctx).await;
                 }
@@ -371,6 +411,20 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                 while !shutdown.load(Ordering::SeqCst) {
                     glommio::timer::sleep(Duration::from_millis(50)).await;
                 }
+                if let Some(c) = &cluster {
+                    if shard_id == CONTROLLER_SHARD {
+                        if config.controlled_shutdown_enable
+                            && startup_errors.lock().expect("errors").is_empty()
+                        {
+                            c.controlled_shutdown(config.clone()).await;
+                        }
+                        serving_done.store(true, Ordering::SeqCst);
+                    } else {
+                        while !serving_done.load(Ordering::SeqCst) {
+                            glommio::timer::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
                 ctx.shutting_down.set(true);
                 for t in accept_tasks {
                     t.cancel().await;
@@ -389,6 +443,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         }
     };
     kshard_shards::shard::run_shards(nr_shards, true, body).map_err(|e| e.to_string())?;
+    if let Some(c) = &cluster {
+        // The registration goes now, not after the session timeout.
+        c.close_session();
+    }
     let errors = startup_errors.lock().expect("errors").clone();
     let entries = final_checkpoints.lock().expect("checkpoints").clone();
     write_checkpoints(&log_dir, &entries).map_err(|e| format!("writing checkpoints: {e}"))?;

@@ -1,0 +1,315 @@
+//! ControllerChannelManager: one sender thread per live broker, as Kafka's
+//! RequestSendThread. Requests to a broker go out one at a time in queue
+//! order over a blocking connection to its inter-broker listener; a failed
+//! send reconnects and retries the same request until the broker is removed.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::Encodable;
+
+use crate::protocol::inter_broker;
+
+/// Largest response the controller accepts (responses are small lists of errors).
+const MAX_RESPONSE_BYTES: usize = 64 << 20;
+const RECONNECT_BACKOFF_MS: u64 = 100;
+
+pub type ResponseCallback = Box<dyn FnOnce(Bytes) + Send>;
+
+/// An encoded request body and what to do with the response body.
+pub struct QueuedRequest {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub body: Bytes,
+    pub on_response: Option<ResponseCallback>,
+}
+
+impl QueuedRequest {
+    pub fn new<M: Encodable>(
+        api_key: i16,
+        api_version: i16,
+        body: &M,
+        on_response: Option<ResponseCallback>,
+    ) -> Result<QueuedRequest, String> {
+        let mut buf = BytesMut::new();
+        body.encode(&mut buf, api_version)
+            .map_err(|e| format!("encoding API {api_key} v{api_version}: {e}"))?;
+        Ok(QueuedRequest {
+            api_key,
+            api_version,
+            body: buf.freeze(),
+            on_response,
+        })
+    }
+}
+
+struct BrokerChannel {
+    queue: crossbeam_channel::Sender<QueuedRequest>,
+    alive: Arc<AtomicBool>,
+    address: (String, u16),
+}
+
+pub struct ControllerChannelManager {
+    controller_id: i32,
+    socket_timeout_ms: u64,
+    brokers: HashMap<i32, BrokerChannel>,
+}
+
+impl ControllerChannelManager {
+    pub fn new(controller_id: i32, socket_timeout_ms: u64) -> Self {
+        ControllerChannelManager {
+            controller_id,
+            socket_timeout_ms,
+            brokers: HashMap::new(),
+        }
+    }
+
+    /// Starts (or restarts, if the address changed) the sender for `broker_id`.
+    pub fn add_broker(&mut self, broker_id: i32, host: &str, port: u16) {
+        let address = (host.to_string(), port);
+        if let Some(existing) = self.brokers.get(&broker_id) {
+            if existing.address == address {
+                return;
+            }
+            self.remove_broker(broker_id);
+        }
+        let (tx, rx) = crossbeam_channel::unbounded::<QueuedRequest>();
+        let alive = Arc::new(AtomicBool::new(true));
+        let sender = RequestSendThread {
+            target_broker_id: broker_id,
+            address: address.clone(),
+            client_id: format!("kshard-controller-{}", self.controller_id),
+            socket_timeout_ms: self.socket_timeout_ms,
+            alive: alive.clone(),
+            stream: None,
+            next_correlation_id: 0,
+        };
+        let spawned = thread::Builder::new()
+            .name(format!("controller-to-broker-{broker_id}"))
+            .spawn(move || sender.run(rx));
+        if let Err(e) = spawned {
+            log::error!("starting the controller sender for broker {broker_id}: {e}");
+            return;
+        }
+        self.brokers.insert(
+            broker_id,
+            BrokerChannel {
+                queue: tx,
+                alive,
+                address,
+            },
+        );
+    }
+
+    /// Stops the sender; requests still queued for the broker are dropped.
+    pub fn remove_broker(&mut self, broker_id: i32) {
+        if let Some(ch) = self.brokers.remove(&broker_id) {
+            ch.alive.store(false, Ordering::Release);
+        }
+    }
+
+    pub fn remove_all(&mut self) {
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        for id in ids {
+            self.remove_broker(id);
+        }
+    }
+
+    pub fn send(&self, broker_id: i32, req: QueuedRequest) {
+        match self.brokers.get(&broker_id) {
+            Some(ch) => {
+                let _ = ch.queue.send(req);
+            }
+            None => log::debug!(
+                "no channel to broker {broker_id}; request {} dropped",
+                req.api_key
+            ),
+        }
+    }
+}
+
+impl Drop for ControllerChannelManager {
+    fn drop(&mut self) {
+        self.remove_all();
+    }
+}
+
+struct RequestSendThread {
+    target_broker_id: i32,
+    address: (String, u16),
+    client_id: String,
+    socket_timeout_ms: u64,
+    alive: Arc<AtomicBool>,
+    stream: Option<TcpStream>,
+    next_correlation_id: i32,
+}
+
+impl RequestSendThread {
+    fn run(mut self, rx: crossbeam_channel::Receiver<QueuedRequest>) {
+        while self.alive.load(Ordering::Acquire) {
+            let Ok(req) = rx.recv_timeout(Duration::from_millis(200)) else {
+                continue;
+            };
+            let mut req = Some(req);
+            while let Some(r) = req.take() {
+                if !self.alive.load(Ordering::Acquire) {
+                    break;
+                }
+                match self.round_trip(&r) {
+                    Ok(body) => {
+                        if let Some(cb) = r.on_response {
+                            cb(body);
+                        }
+                    }
+                    Err(e) => {
+                        log::debug!(
+                            "controller request {} to broker {} at {}:{} failed: {e}; retrying",
+                            r.api_key,
+                            self.target_broker_id,
+                            self.address.0,
+                            self.address.1
+                        );
+                        self.stream = None;
+                        thread::sleep(Duration::from_millis(RECONNECT_BACKOFF_MS));
+                        req = Some(r);
+                    }
+                }
+            }
+        }
+    }
+
+    fn connect(&mut self) -> std::io::Result<&mut TcpStream> {
+        if self.stream.is_none() {
+            let addr = (self.address.0.as_str(), self.address.1)
+                .to_socket_addrs()?
+                .next()
+                .ok_or_else(|| std::io::Error::other("address does not resolve"))?;
+            let timeout = Duration::from_millis(self.socket_timeout_ms.max(1));
+            let s = TcpStream::connect_timeout(&addr, timeout)?;
+            s.set_read_timeout(Some(timeout))?;
+            s.set_write_timeout(Some(timeout))?;
+            s.set_nodelay(true)?;
+            self.stream = Some(s);
+        }
+        Ok(self.stream.as_mut().expect("connected"))
+    }
+
+    fn round_trip(&mut self, req: &QueuedRequest) -> std::io::Result<Bytes> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let header_version = inter_broker::request_header_version(req.api_key, req.api_version);
+        let frame = encode_request_frame(
+            req.api_key,
+            req.api_version,
+            header_version,
+            correlation_id,
+            &self.client_id,
+            &req.body,
+        );
+        let response_header_version =
+            inter_broker::response_header_version(req.api_key, req.api_version);
+        let stream = self.connect()?;
+        stream.write_all(&frame)?;
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size)?;
+        let size = i32::from_be_bytes(size);
+        if size < 4 || size as usize > MAX_RESPONSE_BYTES {
+            return Err(std::io::Error::other(format!("bad response size {size}")));
+        }
+        let mut buf = vec![0u8; size as usize];
+        stream.read_exact(&mut buf)?;
+        let mut body = Bytes::from(buf);
+        let got = body.get_i32();
+        if got != correlation_id {
+            return Err(std::io::Error::other(format!(
+                "correlation id {got}, expected {correlation_id}"
+            )));
+        }
+        if response_header_version >= 1 {
+            skip_tagged_fields(&mut body)?;
+        }
+        Ok(body)
+    }
+}
+
+/// A size-prefixed request frame with header v0/v1/v2.
+pub fn encode_request_frame(
+    api_key: i16,
+    api_version: i16,
+    header_version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    body: &[u8],
+) -> Bytes {
+    let mut buf = BytesMut::with_capacity(32 + client_id.len() + body.len());
+    buf.put_i32(0);
+    buf.put_i16(api_key);
+    buf.put_i16(api_version);
+    buf.put_i32(correlation_id);
+    if header_version >= 1 {
+        buf.put_i16(client_id.len() as i16);
+        buf.put_slice(client_id.as_bytes());
+    }
+    if header_version >= 2 {
+        buf.put_u8(0); // no tagged fields
+    }
+    buf.put_slice(body);
+    let len = (buf.len() - 4) as i32;
+    buf[0..4].copy_from_slice(&len.to_be_bytes());
+    buf.freeze()
+}
+
+fn read_unsigned_varint(buf: &mut Bytes) -> std::io::Result<u32> {
+    let mut value: u32 = 0;
+    for i in 0..5 {
+        if !buf.has_remaining() {
+            return Err(std::io::Error::other("truncated varint"));
+        }
+        let b = buf.get_u8();
+        value |= u32::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(std::io::Error::other("varint too long"))
+}
+
+fn skip_tagged_fields(buf: &mut Bytes) -> std::io::Result<()> {
+    let n = read_unsigned_varint(buf)?;
+    for _ in 0..n {
+        let _tag = read_unsigned_varint(buf)?;
+        let len = read_unsigned_varint(buf)? as usize;
+        if buf.remaining() < len {
+            return Err(std::io::Error::other("truncated tagged field"));
+        }
+        buf.advance(len);
+    }
+    Ok(())
+}
+
+/// Sends one request and waits for its response body, on a fresh
+/// connection (the broker's side of controlled shutdown).
+pub fn blocking_request(
+    host: &str,
+    port: u16,
+    req: &QueuedRequest,
+    client_id: &str,
+    timeout_ms: u64,
+) -> std::io::Result<Bytes> {
+    let mut t = RequestSendThread {
+        target_broker_id: -1,
+        address: (host.to_string(), port),
+        client_id: client_id.to_string(),
+        socket_timeout_ms: timeout_ms,
+        alive: Arc::new(AtomicBool::new(true)),
+        stream: None,
+        next_correlation_id: 1,
+    };
+    t.round_trip(req)
+}

@@ -1,0 +1,407 @@
+//! Cluster mode (`zookeeper.connect` set): the broker's side of Kafka's
+//! ZooKeeper metadata plane. Start-up resolves the broker and cluster ids
+//! against ZooKeeper and `meta.properties`, registers `/brokers/ids/<id>`,
+//! and starts the controller thread (`controller/`), which takes part in the
+//! `/controller` election. Shards reach ZooKeeper only through
+//! `ClusterHandle::zk_call`, which runs the blocking call on the ZooKeeper
+//! worker thread so no shard ever waits on the network.
+
+pub mod admin;
+pub mod channel;
+pub mod controller;
+pub mod image;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use crate::config::BrokerConfig;
+use crate::metadata::topics;
+use crate::metadata::{MetadataStore, StoreError};
+use crate::zk::{ZkClient, ZkConfig};
+
+type Job = Box<dyn FnOnce(&mut ZkClient) + Send>;
+
+/// What every shard of a cluster-mode broker shares.
+pub struct ClusterHandle {
+    pub broker_id: i32,
+    pub cluster_id: String,
+    jobs: crossbeam_channel::Sender<Job>,
+    /// The highest controller epoch this broker has accepted a request
+    /// from; older ones get STALE_CONTROLLER_EPOCH.
+    controller_epoch: AtomicI32,
+    /// The controller that sent it (for logs and Metadata before any UpdateMetadata).
+    controller_id: AtomicI32,
+    /// This broker's controller thread (active or not).
+    pub controller: controller::ControllerHandle,
+    /// For the ZooKeeper session close at shutdown.
+    zk: ZkClient,
+    /// This broker's reserved producer ids: (next, end exclusive).
+    producer_ids: std::sync::Mutex<(i64, i64)>,
+}
+
+impl ClusterHandle {
+    /// Runs `f` with the ZooKeeper client on the worker thread and awaits
+    /// its result from any shard (the reply wakes the shard from a foreign
+    /// thread, which glommio supports).
+    pub async fn zk_call<T, F>(&self, f: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut ZkClient) -> T + Send + 'static,
+    {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        let job: Job = Box::new(move |zk| {
+            let _ = tx.send(f(zk));
+        });
+        self.jobs
+            .send(job)
+            .map_err(|_| "the ZooKeeper worker has stopped".to_string())?;
+        rx.await
+            .map_err(|_| "the ZooKeeper worker dropped the call".to_string())
+    }
+
+    /// Accepts a controller request's epoch, or returns false if it is
+    /// older than one already seen (Kafka's STALE_CONTROLLER_EPOCH check).
+    pub fn accept_controller_epoch(&self, controller_id: i32, epoch: i32) -> bool {
+        let mut seen = self.controller_epoch.load(Ordering::Acquire);
+        loop {
+            if epoch < seen {
+                return false;
+            }
+            match self.controller_epoch.compare_exchange(
+                seen,
+                epoch,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.controller_id.store(controller_id, Ordering::Release);
+                    return true;
+                }
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Closes the ZooKeeper session: the registration vanishes at once, so
+    /// the controller sees this broker go without waiting for a timeout.
+    pub fn close_session(&self) {
+        self.zk.close();
+    }
+
+    pub fn last_controller_id(&self) -> i32 {
+        self.controller_id.load(Ordering::Acquire)
+    }
+
+    /// A producer id from this broker's block; a new block of 1000 is
+    /// reserved in `/latest_producer_id_block` by a conditional update
+    /// when it runs out (Kafka's ZkProducerIdManager).
+    pub async fn allocate_producer_id(&self) -> Result<i64, i16> {
+        {
+            let mut ids = self.producer_ids.lock().expect("producer ids");
+            if ids.0 < ids.1 {
+                ids.0 += 1;
+                return Ok(ids.0 - 1);
+            }
+        }
+        let broker_id = self.broker_id;
+        let block = self
+            .zk_call(move |zk| crate::controller::reserve_producer_id_block(zk, broker_id))
+            .await;
+        match block {
+            Ok(Ok((start, end))) => {
+                let mut ids = self.producer_ids.lock().expect("producer ids");
+                *ids = (start + 1, end + 1);
+                Ok(start)
+            }
+            Ok(Err(e)) => {
+                log::error!("reserving producer ids: {e}");
+                Err(crate::protocol::errors::UNKNOWN_SERVER_ERROR)
+            }
+            Err(e) => {
+                log::error!("reserving producer ids: {e}");
+                Err(crate::protocol::errors::UNKNOWN_SERVER_ERROR)
+            }
+        }
+    }
+
+    pub fn controller_epoch(&self) -> i32 {
+        self.controller_epoch.load(Ordering::Acquire)
+    }
+}
+
+/// `meta.properties` as found in the log dir before start-up.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct MetaProperties {
+    pub broker_id: Option<i32>,
+    pub cluster_id: Option<String>,
+}
+
+pub fn read_meta_properties(log_dir: &Path) -> Result<MetaProperties, String> {
+    let path = log_dir.join("meta.properties");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(MetaProperties::default()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut meta = MetaProperties::default();
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("broker.id=") {
+            meta.broker_id = Some(
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("{}: broker.id {v} is not an integer", path.display()))?,
+            );
+        } else if let Some(v) = line.strip_prefix("cluster.id=") {
+            meta.cluster_id = Some(v.trim().to_string());
+        }
+    }
+    Ok(meta)
+}
+
+/// Kafka's getOrGenerateBrokerId: the configured id must agree with
+/// meta.properties; with none configured, meta.properties' id is reused, and
+/// only a fresh log dir gets one generated from `/brokers/seqid`.
+fn resolve_broker_id(
+    config: &BrokerConfig,
+    meta: &MetaProperties,
+    zk: &mut ZkClient,
+) -> Result<i32, String> {
+    match (config.broker_id, meta.broker_id) {
+        (id, Some(stored)) if id >= 0 && id != stored => Err(format!(
+            "Configured broker.id {id} doesn't match stored broker.id Some({stored}) in meta.properties. \
+             If you moved your data, make sure your configured broker.id matches. \
+             If you intend to create a new broker, you should remove all data in your data directories (log.dirs)."
+        )),
+        (id, _) if id >= 0 => Ok(id),
+        (_, Some(stored)) => Ok(stored),
+        (_, None) if config.broker_id_generation_enable => {
+            topics::generate_broker_id(zk, config.reserved_broker_max_id)
+                .map_err(|e| format!("generating a broker id from /brokers/seqid: {e}"))
+        }
+        _ => Err("broker.id is not set and broker.id.generation.enable is false".into()),
+    }
+}
+
+/// Registers `/brokers/ids/<id>`. A node left by this broker's previous
+/// session (same data, another owner) is waited out like Kafka does for the
+/// old session to expire; a live other broker with the id is an error.
+pub fn register_broker(
+    zk: &mut ZkClient,
+    config: &BrokerConfig,
+    broker_id: i32,
+) -> Result<(), String> {
+    let path = format!("/brokers/ids/{broker_id}");
+    let deadline = std::time::Instant::now()
+        + std::time::Duration::from_millis(config.zookeeper_session_timeout_ms.max(0) as u64);
+    loop {
+        let now = crate::shard_context::now_ms() as i64;
+        match topics::register_broker(
+            zk,
+            broker_id,
+            &config.advertised_listeners,
+            config.broker_rack.as_deref(),
+            now,
+        ) {
+            Ok(()) => return Ok(()),
+            Err(StoreError::NodeExists(_)) => {
+                let owner_alive = zk.exists(&path).is_some();
+                if owner_alive && std::time::Instant::now() >= deadline {
+                    return Err(format!(
+                        "Error while creating ephemeral at {path}, node already exists and owner does not match current session: \
+                         another broker is registered with broker.id {broker_id}"
+                    ));
+                }
+                if !owner_alive {
+                    continue;
+                }
+                // The holder may be our own previous incarnation (kill -9 and a quick
+                // restart): its session expires within the timeout. A live broker
+                // keeps it, and start-up fails.
+                if is_live_kafka_listener(zk, &path) {
+                    return Err(format!(
+                        "Error while creating ephemeral at {path}, node already exists and owner does not match current session: \
+                         broker.id {broker_id} is registered by a live broker"
+                    ));
+                }
+                thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(format!("registering {path}: {e}")),
+        }
+    }
+}
+
+/// True when the endpoint in a broker registration answers the Kafka protocol.
+fn is_live_kafka_listener(zk: &mut ZkClient, path: &str) -> bool {
+    let Ok((data, _)) = zk.get(path) else {
+        return false;
+    };
+    let Some(info) = image::decode_broker_registration(0, &data) else {
+        return false;
+    };
+    crate::server::kafka_server_answers(&info.host, info.port)
+}
+
+/// Connects to ZooKeeper and makes this process a member of the cluster.
+/// Returns the handle and the config with the resolved `broker.id`.
+pub fn start(
+    mut config: BrokerConfig,
+    log_dir: &Path,
+) -> Result<(Arc<ClusterHandle>, BrokerConfig), String> {
+    let connect = config
+        .zookeeper_connect
+        .clone()
+        .ok_or("zookeeper.connect is not set")?;
+    let zk_config = ZkConfig {
+        connect,
+        session_timeout_ms: config.zookeeper_session_timeout_ms.max(1) as u64,
+        connection_timeout_ms: config.zookeeper_connection_timeout_ms.max(1) as u64,
+    };
+    let mut zk = ZkClient::connect(&zk_config)?;
+    topics::ensure_base_paths(&mut zk).map_err(|e| format!("ZooKeeper paths: {e}"))?;
+    let cluster_id =
+        topics::get_or_create_cluster_id(&mut zk).map_err(|e| format!("/cluster/id: {e}"))?;
+    let meta = read_meta_properties(log_dir)?;
+    if let Some(stored) = &meta.cluster_id {
+        if *stored != cluster_id {
+            return Err(format!(
+                "The Cluster ID {cluster_id} doesn't match stored clusterId Some({stored}) in meta.properties. \
+                 The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
+            ));
+        }
+    }
+    let broker_id = resolve_broker_id(&config, &meta, &mut zk)?;
+    config.broker_id = broker_id;
+    crate::server::write_meta_properties(log_dir, broker_id, &cluster_id)?;
+    register_broker(&mut zk, &config, broker_id)?;
+    log::info!(
+        "registered broker {broker_id} at /brokers/ids/{broker_id} (cluster {cluster_id}, ZooKeeper session {:#x})",
+        zk.session_id()
+    );
+    let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded::<Job>();
+    let controller = controller::spawn(zk.clone(), Arc::new(config.clone()))?;
+    let handle = Arc::new(ClusterHandle {
+        controller,
+        zk: zk.clone(),
+        producer_ids: std::sync::Mutex::new((0, 0)),
+        broker_id,
+        cluster_id,
+        jobs: jobs_tx,
+        controller_epoch: AtomicI32::new(0),
+        controller_id: AtomicI32::new(-1),
+    });
+    {
+        let mut worker_zk = zk.clone();
+        thread::Builder::new()
+            .name("zk-worker".into())
+            .spawn(move || {
+                while let Ok(job) = jobs_rx.recv() {
+                    job(&mut worker_zk);
+                }
+            })
+            .map_err(|e| format!("starting the ZooKeeper worker: {e}"))?;
+    }
+    Ok((handle, config))
+}
+
+/// The broker side of controlled shutdown (KafkaServer.controlledShutdown):
+/// asks the controller, found in `/controller`, to move leadership away,
+/// retrying `controlled.shutdown.max.retries` times while partitions remain.
+pub fn controlled_shutdown(
+    zk: &mut ZkClient,
+    config: &BrokerConfig,
+    broker_id: i32,
+) -> Result<(), String> {
+    use crate::protocol::inter_broker::{
+        ControlledShutdownRequest, ControlledShutdownResponse, CONTROLLED_SHUTDOWN_API_KEY,
+        CONTROLLED_SHUTDOWN_VERSIONS,
+    };
+    use kafka_protocol::protocol::Decodable;
+    let version = CONTROLLED_SHUTDOWN_VERSIONS.1;
+    let attempts = config.controlled_shutdown_max_retries.max(1);
+    let mut last = String::from("no attempt made");
+    for attempt in 1..=attempts {
+        let outcome = (|| -> Result<Vec<(String, i32)>, String> {
+            let (data, _) = zk
+                .get(controller::CONTROLLER_PATH)
+                .map_err(|e| format!("no controller: {e}"))?;
+            let v: serde_json::Value = serde_json::from_slice(&data).map_err(|e| e.to_string())?;
+            let controller_id = v
+                .get("brokerid")
+                .and_then(|x| x.as_i64())
+                .ok_or("unreadable /controller")? as i32;
+            let (reg, _) = zk
+                .get(&format!("/brokers/ids/{controller_id}"))
+                .map_err(|e| format!("controller {controller_id} not registered: {e}"))?;
+            let reg = image::decode_broker_registration(controller_id, &reg)
+                .ok_or("unreadable controller registration")?;
+            let ep = reg
+                .endpoint(&config.inter_broker_listener_name)
+                .unwrap_or(&reg.endpoints[0]);
+            let req = channel::QueuedRequest::new(
+                CONTROLLED_SHUTDOWN_API_KEY,
+                version,
+                &ControlledShutdownRequest {
+                    broker_id,
+                    broker_epoch: -1,
+                },
+                None,
+            )?;
+            let body = channel::blocking_request(
+                &ep.host,
+                ep.port,
+                &req,
+                &format!("kshard-broker-{broker_id}"),
+                config.controller_socket_timeout_ms.max(1) as u64,
+            )
+            .map_err(|e| format!("ControlledShutdown to broker {controller_id}: {e}"))?;
+            let mut b = body;
+            let resp =
+                ControlledShutdownResponse::decode(&mut b, version).map_err(|e| e.to_string())?;
+            if resp.error_code != crate::protocol::errors::NONE {
+                return Err(format!("controller answered error {}", resp.error_code));
+            }
+            Ok(resp
+                .remaining_partitions
+                .into_iter()
+                .map(|p| (p.topic_name, p.partition_index))
+                .collect())
+        })();
+        match outcome {
+            Ok(remaining) if remaining.is_empty() => {
+                log::info!("controlled shutdown succeeded");
+                return Ok(());
+            }
+            Ok(remaining) => {
+                last = format!(
+                    "{} partitions still led here: {remaining:?}",
+                    remaining.len()
+                );
+            }
+            Err(e) => last = e,
+        }
+        log::warn!("controlled shutdown attempt {attempt}/{attempts}: {last}");
+        if attempt < attempts {
+            thread::sleep(std::time::Duration::from_millis(
+                config.controlled_shutdown_retry_backoff_ms.max(0) as u64,
+            ));
+        }
+    }
+    Err(last)
+}
+
+impl ClusterHandle {
+    /// Runs controlled shutdown on the ZooKeeper worker (it blocks on the network).
+    pub async fn controlled_shutdown(&self, config: Arc<BrokerConfig>) {
+        let broker_id = self.broker_id;
+        match self
+            .zk_call(move |zk| controlled_shutdown(zk, &config, broker_id))
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => log::warn!("proceeding to an unclean shutdown: {e}"),
+            Err(e) => log::warn!("controlled shutdown: {e}"),
+        }
+    }
+}

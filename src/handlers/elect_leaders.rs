@@ -1,0 +1,116 @@
+//! ElectLeaders (API 43, v0-2): preferred or unclean leader election. In
+//! cluster mode the active controller runs it (other brokers answer
+//! NOT_CONTROLLER, and the admin client retries at the controller, as with
+//! Kafka in ZooKeeper mode); a single embedded broker has one replica per
+//! partition, so every election is ELECTION_NOT_NEEDED.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{respond, HandlerResult};
+use crate::cluster::controller::{ControllerRequest, ElectionResult};
+use crate::protocol::{decode_body, errors, Request};
+use crate::shard_context::ShardContext;
+
+fn results_body(results: Vec<ElectionResult>) -> Vec<ReplicaElectionResult> {
+    let mut out: Vec<ReplicaElectionResult> = Vec::new();
+    for r in results {
+        let pr = PartitionResult::default()
+            .with_partition_id(r.partition)
+            .with_error_code(r.error_code)
+            .with_error_message(r.error_message.map(StrBytes::from_string));
+        match out.iter_mut().find(|t| t.topic.0.as_str() == r.topic) {
+            Some(t) => t.partition_result.push(pr),
+            None => out.push(
+                ReplicaElectionResult::default()
+                    .with_topic(TopicName(StrBytes::from_string(r.topic)))
+                    .with_partition_result(vec![pr]),
+            ),
+        }
+    }
+    out
+}
+
+pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: ElectLeadersRequest = decode_body(req)?;
+    let election_type = if req.api_version >= 1 {
+        request.election_type
+    } else {
+        0
+    };
+    let partitions: Option<Vec<(String, i32)>> = request.topic_partitions.as_ref().map(|tps| {
+        tps.iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.topic.0.to_string(), *p))
+            })
+            .collect()
+    });
+    let top_error = |code: i16| {
+        let body = ElectLeadersResponse::default().with_error_code(code);
+        respond(req, &body)
+    };
+    if !matches!(election_type, 0 | 1) {
+        return top_error(errors::INVALID_REQUEST);
+    }
+    let results = match &ctx.cluster {
+        Some(cluster) => {
+            if !cluster.controller.is_active() {
+                return top_error(errors::NOT_CONTROLLER);
+            }
+            let (tx, rx) = futures_channel::oneshot::channel();
+            if !cluster.controller.request(ControllerRequest::ElectLeaders {
+                partitions,
+                election_type,
+                reply: tx,
+            }) {
+                return top_error(errors::NOT_CONTROLLER);
+            }
+            match rx.await {
+                Ok(Ok(r)) => r,
+                Ok(Err(code)) => return top_error(code),
+                Err(_) => return top_error(errors::NOT_CONTROLLER),
+            }
+        }
+        None => {
+            let image = ctx.metadata.image();
+            let parts = partitions.unwrap_or_else(|| {
+                image
+                    .topics
+                    .values()
+                    .flat_map(|t| {
+                        t.partitions
+                            .iter()
+                            .map(move |p| (t.name.clone(), p.partition))
+                    })
+                    .collect()
+            });
+            parts
+                .into_iter()
+                .map(|(topic, partition)| {
+                    let known = image
+                        .topic(&topic)
+                        .is_some_and(|t| t.partitions.iter().any(|p| p.partition == partition));
+                    ElectionResult {
+                        topic,
+                        partition,
+                        error_code: if known {
+                            errors::ELECTION_NOT_NEEDED
+                        } else {
+                            errors::UNKNOWN_TOPIC_OR_PARTITION
+                        },
+                        error_message: None,
+                    }
+                })
+                .collect()
+        }
+    };
+    let body = ElectLeadersResponse::default()
+        .with_error_code(errors::NONE)
+        .with_replica_election_results(results_body(results));
+    respond(req, &body)
+}
