@@ -8,7 +8,6 @@ if [[ "${KSHARD_TEST_TARGET:-kshard}" == kshard ]]; then
   cargo test --release --workspace || status=1
 fi
 python3 -m pytest tests/compat -v "$@" || status=1
-# Multi-broker clusters over a real ZooKeeper. Tests marked needs_replication
-# wait for follower replication (issue 6) and are deselected until then.
-python3 -m pytest tests/cluster -v -m "${KSHARD_CLUSTER_MARKERS:-not needs_replication}" "$@" || status=1
+# Multi-broker clusters over a real ZooKeeper (ZooKeeper started by the tests).
+python3 -m pytest tests/cluster -v "$@" || status=1
 exit "$status"

@@ -11,6 +11,8 @@ use crate::shard_context::ShardContext;
 pub struct DelayedFetch {
     /// (topic, partition, fetch offset) on this shard.
     pub parts: Vec<(String, i32, i64)>,
+    /// A follower's fetch (waits for the log end offset).
+    pub replica: bool,
     /// Some until completed; `true` = data arrived, `false` = timed out.
     pub done: Option<oneshot::Sender<bool>>,
 }
@@ -21,7 +23,7 @@ impl DelayedOperation<ShardContext> for DelayedFetch {
             let rm = ctx.replica_manager.borrow();
             self.parts
                 .iter()
-                .any(|(t, p, offset)| rm.has_data_beyond(t, *p, *offset))
+                .any(|(t, p, offset)| rm.has_data_beyond(t, *p, *offset, self.replica))
         };
         if ready || ctx.shutting_down.get() {
             if let Some(tx) = self.done.take() {

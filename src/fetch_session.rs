@@ -19,6 +19,8 @@ pub struct CachedPartition {
     pub fetch_offset: i64,
     pub max_bytes: i32,
     pub current_leader_epoch: i32,
+    /// Fetch v12+: the epoch of the last batch the client has (-1: none).
+    pub last_fetched_epoch: i32,
     /// What the last response told the client (-1 before the first).
     pub high_watermark: i64,
     pub last_stable_offset: i64,

@@ -26,6 +26,7 @@ pub struct AppendResult {
     pub log_start_offset: i64,
 }
 
+#[derive(Debug)]
 pub struct AppendError {
     pub error_code: i16,
     pub message: String,
@@ -298,6 +299,31 @@ impl Partition {
             Err(ReadError::Io(e)) => {
                 log::error!(
                     "{}-{}: read at {fetch_offset}: {e}",
+                    self.topic,
+                    self.partition
+                );
+                out.error_code = errors::KAFKA_STORAGE_ERROR;
+            }
+        }
+        out
+    }
+
+    /// Reads for a follower: whole batches up to the log end offset.
+    pub fn read_for_follower(&self, fetch_offset: i64, max_bytes: u32) -> PartitionRead {
+        let leo = self.log.log_end_offset();
+        let mut out = PartitionRead {
+            error_code: errors::NONE,
+            high_watermark: self.high_watermark(),
+            last_stable_offset: self.high_watermark(),
+            log_start_offset: self.log.log_start_offset(),
+            slice: None,
+        };
+        match self.log.read(fetch_offset, max_bytes, leo, true) {
+            Ok(info) => out.slice = info.slice,
+            Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
+            Err(ReadError::Io(e)) => {
+                log::error!(
+                    "{}-{}: follower read at {fetch_offset}: {e}",
                     self.topic,
                     self.partition
                 );

@@ -35,6 +35,17 @@ pub struct ProducePartResult {
     pub log_start_offset: i64,
 }
 
+/// One partition's state from LeaderAndIsr.
+#[derive(Debug, Clone)]
+pub struct RoleChange {
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub partition_epoch: i32,
+}
+
 pub struct FetchPart {
     pub topic: String,
     pub partition: i32,
@@ -44,6 +55,11 @@ pub struct FetchPart {
     /// has data, even above the byte limits, so consumers always progress.
     pub min_one_batch: bool,
     pub current_leader_epoch: i32,
+    /// A follower's broker id (it reads to the log end and its fetch
+    /// offset is its log end offset); -1 for consumers.
+    pub replica_id: i32,
+    /// Fetch v12+: the epoch of the follower's last batch, -1 if none.
+    pub last_fetched_epoch: i32,
 }
 
 #[derive(Clone, Debug)]
@@ -53,6 +69,8 @@ pub struct FetchPartResult {
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub slice: Option<FileSlice>,
+    /// For a follower whose log diverged: (epoch, end offset) to truncate to.
+    pub diverging_epoch: Option<(i32, i64)>,
 }
 
 pub struct ListOffsetsPart {
@@ -99,6 +117,10 @@ pub struct ReplicaManager {
     cluster_mode: bool,
     /// `replica.lag.time.max.ms`.
     replica_lag_time_max_ms: i64,
+    /// `replication-offset-checkpoint` as read at start-up.
+    startup_high_watermarks: HashMap<(String, i32), i64>,
+    /// ISR changes for the controller (AlterPartition), drained by the shard.
+    alter_isr_queue: Vec<crate::replication::AlterIsr>,
 }
 
 /// Kafka's `log.cleaner.backoff.ms` default.
@@ -114,6 +136,19 @@ fn read_cleaner_offsets(log_dir: &std::path::Path) -> HashMap<(String, i32), i64
         }
     }
 }
+
+fn read_high_watermarks(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
+    match OffsetCheckpointFile::new(log_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE)).read() {
+        Ok(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
+        Err(e) => {
+            log::warn!("{REPLICATION_OFFSET_CHECKPOINT_FILE}: {e}");
+            HashMap::new()
+        }
+    }
+}
+
+/// Kafka's high watermark checkpoint file.
+pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 
 fn leader_epoch_error(requested: i32, current: i32) -> Option<i16> {
     if requested < 0 || requested == current {
@@ -134,6 +169,7 @@ impl ReplicaManager {
     ) -> Self {
         ReplicaManager {
             startup_cleaner_offsets: read_cleaner_offsets(&log_dir),
+            startup_high_watermarks: read_high_watermarks(&log_dir),
             cleaner: LogCleaner::new(CleanerConfig::default()),
             cleaner_backoff_ms: DEFAULT_CLEANER_BACKOFF_MS,
             cleaner_enabled: true,
@@ -146,6 +182,7 @@ impl ReplicaManager {
             io_mode,
             cluster_mode: false,
             replica_lag_time_max_ms: 30_000,
+            alter_isr_queue: Vec::new(),
         }
     }
 
@@ -192,56 +229,112 @@ impl ReplicaManager {
     }
 
     /// LeaderAndIsr for partitions this shard owns: opens missing logs at
-    /// the request's epoch, then applies the role. A leader epoch older
-    /// than the partition's is refused (STALE_CONTROLLER_EPOCH), as Kafka
-    /// does; the same epoch is a no-op resend.
+    /// the request's epoch, then makes this broker leader or follower. A
+    /// leader epoch older than the partition's is refused
+    /// (STALE_CONTROLLER_EPOCH), as Kafka does; the same epoch with the
+    /// same role is a resend and changes nothing.
     pub fn become_leader_or_follower(
         &mut self,
         topic: &TopicInfo,
-        parts: &[(i32, i32, bool)],
+        parts: &[RoleChange],
+        broker_id: i32,
         now_ms: i64,
     ) -> Vec<i16> {
         let missing: Vec<i32> = parts
             .iter()
-            .map(|x| x.0)
+            .map(|x| x.partition)
             .filter(|p| self.partition(&topic.name, *p).is_none())
             .collect();
         if let Err(e) = self.open_partitions(topic, &missing, now_ms) {
             log::error!("opening logs of {}: {e}", topic.name);
             return vec![errors::KAFKA_STORAGE_ERROR; parts.len()];
         }
+        let lag_ms = self.replica_lag_time_max_ms;
         let mut codes = Vec::with_capacity(parts.len());
-        for &(p, epoch, is_leader) in parts {
-            let Some(partition) = self.topics.get_mut(&topic.name).and_then(|t| t.get_mut(&p))
+        for rc in parts {
+            let Some(partition) = self
+                .topics
+                .get_mut(&topic.name)
+                .and_then(|t| t.get_mut(&rc.partition))
             else {
                 codes.push(errors::KAFKA_STORAGE_ERROR);
                 continue;
             };
-            let fresh = missing.contains(&p);
-            if !fresh && epoch < partition.leader_epoch {
+            let is_leader = rc.leader == broker_id;
+            let fresh = missing.contains(&rc.partition);
+            if !fresh && rc.leader_epoch < partition.leader_epoch {
                 codes.push(errors::STALE_CONTROLLER_EPOCH);
                 continue;
             }
-            if !fresh && epoch == partition.leader_epoch && partition.is_leader == is_leader {
+            let resend = !fresh
+                && rc.leader_epoch == partition.leader_epoch
+                && partition.is_leader == is_leader
+                && (!is_leader || partition.leadership.replicated);
+            if resend {
                 codes.push(errors::NONE);
                 continue;
             }
-            match partition.become_leader_or_follower(epoch, is_leader) {
+            let r = if is_leader {
+                partition
+                    .make_leader(
+                        broker_id,
+                        rc.leader_epoch,
+                        &rc.replicas,
+                        &rc.isr,
+                        rc.partition_epoch,
+                        now_ms,
+                    )
+                    .map(|_| {
+                        partition.maybe_increment_high_watermark(now_ms, lag_ms);
+                    })
+            } else {
+                partition.make_follower(rc.leader_epoch)
+            };
+            match r {
                 Ok(()) => {
                     log::info!(
-                        "{}-{p}: {} at leader epoch {epoch}",
+                        "{}-{}: {} at leader epoch {} (isr {:?})",
                         topic.name,
-                        if is_leader { "leader" } else { "follower" }
+                        rc.partition,
+                        if is_leader { "leader" } else { "follower" },
+                        rc.leader_epoch,
+                        rc.isr
                     );
                     codes.push(errors::NONE)
                 }
                 Err(e) => {
-                    log::error!("{}-{p}: becoming leader/follower: {e}", topic.name);
+                    log::error!(
+                        "{}-{}: becoming leader/follower: {e}",
+                        topic.name,
+                        rc.partition
+                    );
                     codes.push(errors::KAFKA_STORAGE_ERROR);
                 }
             }
         }
         codes
+    }
+
+    /// acks=all: NOT_ENOUGH_REPLICAS when the ISR is below the topic's
+    /// `min.insync.replicas` before the append.
+    pub fn check_enough_replicas(&self, topic: &str, partition: i32) -> Option<i16> {
+        let p = self.partition(topic, partition)?;
+        (p.is_leader && (p.isr_len() as i32) < p.config.min_insync_replicas)
+            .then_some(errors::NOT_ENOUGH_REPLICAS)
+    }
+
+    /// The log end offset if the high watermark has not reached it yet.
+    pub fn uncommitted_end(&self, topic: &str, partition: i32) -> Option<i64> {
+        let p = self.partition(topic, partition)?;
+        let leo = p.log.log_end_offset();
+        (p.high_watermark() < leo).then_some(leo)
+    }
+
+    /// The partitions this shard leads (for the ISR expiration task).
+    pub fn has_replicated_leaders(&self) -> bool {
+        self.topics
+            .values()
+            .any(|t| t.values().any(|p| p.is_leader && p.leadership.replicated))
     }
 
     /// StopReplica: closes the logs (the data stays unless `delete`).
@@ -285,6 +378,12 @@ impl ReplicaManager {
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<&Partition> {
         self.topics.get(topic).and_then(|t| t.get(&partition))
+    }
+
+    pub fn partition_mut(&mut self, topic: &str, partition: i32) -> Option<&mut Partition> {
+        self.topics
+            .get_mut(topic)
+            .and_then(|t| t.get_mut(&partition))
     }
 
     pub fn partition_ids(&self, topic: &str) -> Vec<i32> {
@@ -337,6 +436,15 @@ impl ReplicaManager {
             )?;
             if let Some(offset) = cleaner_offset {
                 partition.log.set_cleaner_checkpoint(offset);
+            }
+            if self.cluster_mode {
+                // replication-offset-checkpoint: a replica's HW survives restarts;
+                // with none recorded nothing is known committed yet.
+                let hw = self
+                    .startup_high_watermarks
+                    .remove(&(topic.name.clone(), p))
+                    .unwrap_or(0);
+                partition.set_high_watermark(hw);
             }
             self.topics
                 .entry(topic.name.clone())
@@ -409,29 +517,87 @@ impl ReplicaManager {
         }
     }
 
-    pub fn read(&self, part: &FetchPart, byte_budget: &mut u32) -> FetchPartResult {
-        let partition = match self.leader_partition(&part.topic, part.partition) {
-            Ok(p) => p,
-            Err(code) => {
-                return FetchPartResult {
-                    error_code: code,
-                    high_watermark: -1,
-                    last_stable_offset: -1,
-                    log_start_offset: -1,
-                    slice: None,
-                }
-            }
+    /// Reads one partition for a consumer (below the high watermark) or a
+    /// follower (to the log end, recording its fetch state; the high
+    /// watermark may advance and an ISR expansion may be queued).
+    pub fn read(
+        &mut self,
+        part: &FetchPart,
+        byte_budget: &mut u32,
+        now_ms: i64,
+    ) -> FetchPartResult {
+        let fail = |code: i16| FetchPartResult {
+            error_code: code,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            slice: None,
+            diverging_epoch: None,
         };
+        let lag_ms = self.replica_lag_time_max_ms;
+        let absent = self.absent_error();
+        let Some(partition) = self
+            .topics
+            .get_mut(part.topic.as_str())
+            .and_then(|t| t.get_mut(&part.partition))
+        else {
+            return fail(absent);
+        };
+        if !partition.is_leader {
+            return fail(errors::NOT_LEADER_OR_FOLLOWER);
+        }
         if let Some(code) = leader_epoch_error(part.current_leader_epoch, partition.leader_epoch) {
-            return FetchPartResult {
-                error_code: code,
-                high_watermark: -1,
-                last_stable_offset: -1,
-                log_start_offset: -1,
-                slice: None,
-            };
+            return fail(code);
         }
         let max_bytes = part.max_bytes.min(*byte_budget);
+        if part.replica_id >= 0
+            && !partition
+                .leadership
+                .followers
+                .contains_key(&part.replica_id)
+        {
+            return fail(errors::NOT_LEADER_OR_FOLLOWER);
+        }
+        // Fetch v12+ (KIP-320): a fetcher, follower or consumer, whose last
+        // fetched epoch ends earlier here than its fetch offset diverged and
+        // must truncate first; it gets that epoch's end instead of records.
+        if part.last_fetched_epoch >= 0 {
+            let (epoch, end) = partition
+                .leader_epoch_cache
+                .end_offset_for(part.last_fetched_epoch, partition.log.log_end_offset());
+            if epoch < part.last_fetched_epoch || end < part.fetch_offset {
+                return FetchPartResult {
+                    error_code: errors::NONE,
+                    high_watermark: partition.high_watermark(),
+                    last_stable_offset: partition.high_watermark(),
+                    log_start_offset: partition.log.log_start_offset(),
+                    slice: None,
+                    diverging_epoch: Some((epoch, end)),
+                };
+            }
+        }
+        if part.replica_id >= 0 {
+            let r = partition.read_for_follower(part.fetch_offset, max_bytes);
+            if r.error_code == errors::NONE {
+                partition.update_follower_fetch_state(part.replica_id, part.fetch_offset, now_ms);
+                partition.maybe_increment_high_watermark(now_ms, lag_ms);
+                if let Some(isr) = partition.isr_to_expand(part.replica_id) {
+                    let change = partition.request_isr_change(isr);
+                    self.alter_isr_queue.push(change);
+                }
+            }
+            if let Some(s) = &r.slice {
+                *byte_budget = byte_budget.saturating_sub(s.len);
+            }
+            return FetchPartResult {
+                error_code: r.error_code,
+                high_watermark: partition.high_watermark(),
+                last_stable_offset: partition.high_watermark(),
+                log_start_offset: r.log_start_offset,
+                slice: r.slice,
+                diverging_epoch: None,
+            };
+        }
         let r = partition.read(part.fetch_offset, max_bytes, part.min_one_batch);
         if let Some(s) = &r.slice {
             *byte_budget = byte_budget.saturating_sub(s.len);
@@ -442,14 +608,76 @@ impl ReplicaManager {
             last_stable_offset: r.last_stable_offset,
             log_start_offset: r.log_start_offset,
             slice: r.slice,
+            diverging_epoch: None,
         }
     }
 
+    /// ISR changes waiting to go to the controller.
+    pub fn take_alter_isr_queue(&mut self) -> Vec<crate::replication::AlterIsr> {
+        std::mem::take(&mut self.alter_isr_queue)
+    }
+
+    /// The periodic isr-expiration check (every `replica.lag.time.max.ms / 2`).
+    pub fn maybe_shrink_isr(&mut self, now_ms: i64) {
+        let lag_ms = self.replica_lag_time_max_ms;
+        for parts in self.topics.values_mut() {
+            for p in parts.values_mut() {
+                if !p.is_leader {
+                    continue;
+                }
+                if let Some(isr) = p.isr_to_shrink(now_ms, lag_ms) {
+                    log::info!(
+                        "{}-{}: shrinking ISR {:?} -> {isr:?}",
+                        p.topic,
+                        p.partition,
+                        p.leadership.isr
+                    );
+                    let change = p.request_isr_change(isr);
+                    self.alter_isr_queue.push(change);
+                }
+            }
+        }
+    }
+
+    /// The controller answered an ISR change; returns true if the high
+    /// watermark moved.
+    pub fn apply_isr_change(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        leader_epoch: i32,
+        isr: Option<(Vec<i32>, i32)>,
+        now_ms: i64,
+    ) -> bool {
+        let lag_ms = self.replica_lag_time_max_ms;
+        let Some(p) = self
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.get_mut(&partition))
+        else {
+            return false;
+        };
+        p.apply_isr_change(leader_epoch, isr);
+        p.is_leader && p.maybe_increment_high_watermark(now_ms, lag_ms)
+    }
+
     /// True when a delayed fetch waiting at `fetch_offset` can complete.
-    pub fn has_data_beyond(&self, topic: &str, partition: i32, fetch_offset: i64) -> bool {
+    /// Followers wait for the log end offset to grow, consumers for the HW.
+    pub fn has_data_beyond(
+        &self,
+        topic: &str,
+        partition: i32,
+        fetch_offset: i64,
+        replica: bool,
+    ) -> bool {
         match self.partition(topic, partition) {
             Some(p) if p.is_leader => {
-                p.high_watermark() > fetch_offset || fetch_offset < p.log.log_start_offset()
+                let end = if replica {
+                    p.log.log_end_offset()
+                } else {
+                    p.high_watermark()
+                };
+                end > fetch_offset || fetch_offset < p.log.log_start_offset()
             }
             // A deleted or demoted partition completes the wait so the error is reported.
             _ => true,
@@ -646,6 +874,7 @@ impl ReplicaManager {
                     recovery_point: p.log.recovery_point(),
                     log_start_offset: p.log.log_start_offset(),
                     cleaner_offset: p.log.config().compact.then(|| p.log.cleaner_checkpoint()),
+                    high_watermark: p.high_watermark(),
                 });
             }
         }
@@ -658,6 +887,7 @@ impl ReplicaManager {
         for (topic, parts) in self.topics.drain() {
             for (partition, p) in parts {
                 let cleaner_offset = p.log.config().compact.then(|| p.log.cleaner_checkpoint());
+                let high_watermark = p.high_watermark();
                 self.cleaner.forget(p.log.dir());
                 match p.close() {
                     Ok((leo, lso)) => out.push(CheckpointEntry {
@@ -666,6 +896,7 @@ impl ReplicaManager {
                         recovery_point: leo,
                         log_start_offset: lso,
                         cleaner_offset,
+                        high_watermark,
                     }),
                     Err(e) => log::error!("closing {topic}-{partition}: {e}"),
                 }

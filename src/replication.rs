@@ -70,13 +70,17 @@ impl Partition {
         partition_epoch: i32,
         now_ms: i64,
     ) -> std::io::Result<()> {
-        let new_epoch = leader_epoch != self.leader_epoch || !self.is_leader;
+        // Kafka's isNewLeader: follower state starts over only when this
+        // broker was not already leading; a new epoch for the same leader
+        // (the controller shrank the ISR) keeps what followers reported.
+        let new_leader = !(self.is_leader && self.leadership.replicated);
+        let new_epoch = leader_epoch != self.leader_epoch || new_leader;
         self.become_leader_or_follower(leader_epoch, true)?;
         let previous = std::mem::take(&mut self.leadership.followers);
         let mut followers = BTreeMap::new();
         for &r in replicas.iter().filter(|&&r| r != broker_id) {
             let state = match previous.get(&r) {
-                Some(s) if !new_epoch => *s,
+                Some(s) if !new_leader => *s,
                 _ => FollowerState {
                     log_end_offset: -1,
                     last_caught_up_time_ms: if isr.contains(&r) { now_ms } else { 0 },
@@ -238,5 +242,111 @@ impl Partition {
                 self.leadership.partition_epoch = partition_epoch;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::partition_follower::test_support::{batch, follower_in, temp_dir, NOW_MS};
+
+    const LAG_MS: i64 = 10_000;
+
+    /// A leader (broker 1) of replicas [1, 2, 3] with `records` records.
+    fn leader_with(records: usize) -> crate::partition::Partition {
+        let dir = temp_dir("replication");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        if records > 0 {
+            p.append_records_as_follower(&batch(0, records, 0), NOW_MS)
+                .unwrap();
+        }
+        p.make_leader(1, 1, &[1, 2, 3], &[1, 2, 3], 5, NOW_MS)
+            .unwrap();
+        p
+    }
+
+    #[test]
+    fn high_watermark_is_the_slowest_in_sync_replica() {
+        let mut p = leader_with(10);
+        let hw0 = p.high_watermark();
+        // Followers unknown until they fetch: nothing new is committed.
+        assert!(!p.maybe_increment_high_watermark(NOW_MS, LAG_MS));
+        assert!(p.update_follower_fetch_state(2, 10, NOW_MS));
+        assert!(!p.maybe_increment_high_watermark(NOW_MS, LAG_MS));
+        assert!(p.update_follower_fetch_state(3, 6, NOW_MS));
+        assert!(p.maybe_increment_high_watermark(NOW_MS, LAG_MS));
+        assert_eq!(p.high_watermark(), 6);
+        assert!(hw0 <= 6);
+        // Never backwards, even if a follower reports less.
+        p.update_follower_fetch_state(3, 2, NOW_MS + 1);
+        assert!(!p.maybe_increment_high_watermark(NOW_MS + 1, LAG_MS));
+        assert_eq!(p.high_watermark(), 6);
+        assert!(
+            !p.update_follower_fetch_state(9, 1, NOW_MS),
+            "not a replica"
+        );
+    }
+
+    #[test]
+    fn caught_up_time_follows_kafka_update_fetch_state() {
+        let mut p = leader_with(10);
+        // Reaching the leader's end at fetch time: caught up now.
+        p.update_follower_fetch_state(2, 10, NOW_MS + 100);
+        assert_eq!(
+            p.leadership.followers[&2].last_caught_up_time_ms,
+            NOW_MS + 100
+        );
+        // Behind now but at the end as of the previous fetch: caught up then.
+        p.append_records_as_follower(&batch(10, 5, 1), NOW_MS)
+            .unwrap();
+        p.update_follower_fetch_state(2, 10, NOW_MS + 200);
+        assert_eq!(
+            p.leadership.followers[&2].last_caught_up_time_ms,
+            NOW_MS + 100
+        );
+        // Short of the end as of the previous fetch (15): no progress.
+        p.update_follower_fetch_state(2, 12, NOW_MS + 300);
+        assert_eq!(
+            p.leadership.followers[&2].last_caught_up_time_ms,
+            NOW_MS + 100
+        );
+        p.update_follower_fetch_state(2, 15, NOW_MS + 400);
+        assert_eq!(
+            p.leadership.followers[&2].last_caught_up_time_ms,
+            NOW_MS + 400
+        );
+    }
+
+    #[test]
+    fn isr_shrinks_on_lag_and_expands_at_the_high_watermark() {
+        let mut p = leader_with(10);
+        p.update_follower_fetch_state(2, 10, NOW_MS);
+        p.update_follower_fetch_state(3, 10, NOW_MS);
+        p.maybe_increment_high_watermark(NOW_MS, LAG_MS);
+        assert_eq!(p.isr_to_shrink(NOW_MS + LAG_MS, LAG_MS), None);
+        p.update_follower_fetch_state(2, 10, NOW_MS + LAG_MS);
+        let shrunk = p.isr_to_shrink(NOW_MS + LAG_MS + 1, LAG_MS).unwrap();
+        assert_eq!(shrunk, vec![1, 2]);
+        let change = p.request_isr_change(shrunk.clone());
+        assert_eq!((change.leader_epoch, change.partition_epoch), (1, 5));
+        assert_eq!(
+            p.isr_to_shrink(NOW_MS + 3 * LAG_MS, LAG_MS),
+            None,
+            "one change in flight"
+        );
+        p.apply_isr_change(1, Some((shrunk, 6)));
+        assert_eq!(
+            (p.leadership.isr.clone(), p.leadership.partition_epoch),
+            (vec![1, 2], 6)
+        );
+        assert_eq!(
+            p.isr_to_expand(3),
+            Some(vec![1, 2, 3]),
+            "3 is at the high watermark"
+        );
+        // A stale answer (older leader epoch) is not applied.
+        p.request_isr_change(vec![1, 2, 3]);
+        p.apply_isr_change(0, Some((vec![1], 9)));
+        assert_eq!(p.leadership.isr, vec![1, 2]);
+        assert!(p.leadership.pending_isr.is_none());
     }
 }

@@ -17,6 +17,7 @@ use crate::config::BrokerConfig;
 use crate::controller::Controller;
 use crate::coordinator::{CoordinatorConfig, GroupCoordinator};
 use crate::delayed_fetch::DelayedFetch;
+use crate::delayed_produce::DelayedProduce;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::{Request, Response};
@@ -30,6 +31,9 @@ use crate::replica_manager::{
 pub enum ShardRequest {
     Produce {
         parts: Vec<ProducePart>,
+        /// -1 (all), 0 or 1.
+        acks: i16,
+        timeout_ms: u64,
     },
     Fetch {
         parts: Vec<FetchPart>,
@@ -40,6 +44,8 @@ pub enum ShardRequest {
     WaitForData {
         parts: Vec<(String, i32, i64)>,
         max_wait_ms: u64,
+        /// A follower's fetch: wait for the log end offset, not the HW.
+        replica: bool,
     },
     ListOffsets {
         parts: Vec<ListOffsetsPart>,
@@ -78,8 +84,9 @@ pub enum ShardRequest {
     /// leader or follower at the given leader epochs.
     BecomeLeaderOrFollower {
         topic: Arc<TopicInfo>,
-        /// (partition, leader epoch, this broker leads)
-        parts: Vec<(i32, i32, bool)>,
+        parts: Vec<crate::replica_manager::RoleChange>,
+        /// Live brokers from LeaderAndIsr: (id, host, port), for fetchers.
+        leaders: Arc<Vec<(i32, String, u16)>>,
     },
     /// StopReplica on the owner: close (and with `delete`, remove) logs.
     StopReplicas {
@@ -124,6 +131,8 @@ pub struct CheckpointEntry {
     pub log_start_offset: i64,
     /// The cleaner's first dirty offset, for compacted logs only.
     pub cleaner_offset: Option<i64>,
+    /// For `replication-offset-checkpoint`.
+    pub high_watermark: i64,
 }
 
 pub type ShardMailbox = Mailbox<ShardRequest, ShardResponse>;
@@ -138,6 +147,12 @@ pub struct ShardContext {
     pub metadata: Arc<MetadataCache>,
     pub replica_manager: RefCell<ReplicaManager>,
     pub fetch_purgatory: RefCell<Purgatory<(String, i32), DelayedFetch, ShardContext>>,
+    /// acks=all produces waiting for the high watermark.
+    pub produce_purgatory: RefCell<Purgatory<(String, i32), DelayedProduce, ShardContext>>,
+    /// An AlterPartition sender task is running for this shard.
+    alter_isr_in_flight: Cell<bool>,
+    /// Follower fetchers for the partitions this shard follows.
+    pub replica_fetchers: RefCell<crate::replica_fetcher::ReplicaFetcherManager>,
     pub fetch_sessions: RefCell<FetchSessionCache>,
     /// Only on the controller shard.
     pub controller: Option<RefCell<Controller>>,
@@ -178,6 +193,11 @@ impl ShardContext {
                 now_ms as i64,
             ))
         });
+        let replica_fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
+            shard_id,
+            cluster.as_ref().map_or(-1, |c| c.broker_id),
+            &config,
+        );
         ShardContext {
             shard_id,
             nr_shards,
@@ -186,6 +206,9 @@ impl ShardContext {
             metadata,
             replica_manager: RefCell::new(replica_manager),
             fetch_purgatory: RefCell::new(Purgatory::new("fetch", 1, 512, now_ms)),
+            produce_purgatory: RefCell::new(Purgatory::new("produce", 1, 512, now_ms)),
+            alter_isr_in_flight: Cell::new(false),
+            replica_fetchers: RefCell::new(replica_fetchers),
             fetch_sessions: RefCell::new(FetchSessionCache::new(shard_id, nr_shards, 1000)),
             controller: controller.map(RefCell::new),
             coordinator,
@@ -261,13 +284,52 @@ impl ShardContext {
         }
     }
 
-    /// Completes delayed fetches watching a partition whose HW moved.
+    /// Completes delayed fetches and produces watching a partition whose
+    /// log end offset or high watermark moved.
     pub fn on_high_watermark_advanced(&self, topic: &str, partition: i32) {
-        let mut purgatory = self.fetch_purgatory.borrow_mut();
-        if purgatory.watched_count() == 0 {
+        {
+            let mut purgatory = self.fetch_purgatory.borrow_mut();
+            if purgatory.watched_count() > 0 {
+                purgatory.check_and_complete(self, &(topic.to_string(), partition));
+            }
+        }
+        let mut purgatory = self.produce_purgatory.borrow_mut();
+        if purgatory.watched_count() > 0 {
+            purgatory.check_and_complete(self, &(topic.to_string(), partition));
+        }
+    }
+
+    /// Parks an acks=all produce until its offsets are committed.
+    pub fn watch_produce(&self, op: DelayedProduce, deadline_ms: u64, keys: &[(String, i32)]) {
+        let completed = self.produce_purgatory.borrow_mut().try_complete_else_watch(
+            self,
+            op,
+            deadline_ms,
+            keys,
+        );
+        if !completed {
+            self.wake_ticker_by(deadline_ms);
+        }
+    }
+
+    /// Sends queued ISR changes to the controller, one task per shard.
+    pub fn schedule_alter_isr(self: &Rc<Self>) {
+        if self.alter_isr_in_flight.get() || self.cluster.is_none() {
             return;
         }
-        purgatory.check_and_complete(self, &(topic.to_string(), partition));
+        self.alter_isr_in_flight.set(true);
+        let ctx = self.clone();
+        glommio::spawn_local(async move {
+            loop {
+                let items = ctx.replica_manager.borrow_mut().take_alter_isr_queue();
+                if items.is_empty() {
+                    break;
+                }
+                crate::cluster::alter_partition::send(&ctx, items).await;
+            }
+            ctx.alter_isr_in_flight.set(false);
+        })
+        .detach();
     }
 
     fn wake_ticker_by(&self, deadline_ms: u64) {
@@ -288,7 +350,16 @@ impl ShardContext {
             }
             let now = now_ms();
             self.fetch_purgatory.borrow_mut().advance_clock(&self, now);
-            let next = self.fetch_purgatory.borrow().next_expiration_ms();
+            self.produce_purgatory
+                .borrow_mut()
+                .advance_clock(&self, now);
+            let next = match (
+                self.fetch_purgatory.borrow().next_expiration_ms(),
+                self.produce_purgatory.borrow().next_expiration_ms(),
+            ) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             // Sleep until the next bucket expires, at most 100 ms so shutdown is noticed.
             let wake_at = next.unwrap_or(now + 100).min(now + 100).max(now + 1);
             self.ticker_wake.set(Some(wake_at));

@@ -10,6 +10,7 @@ use kshard_shards::mailbox::LocalBoxFuture;
 use kshard_shards::oneshot;
 
 use crate::delayed_fetch::DelayedFetch;
+use crate::delayed_produce::DelayedProduce;
 use crate::handlers;
 use crate::protocol::errors;
 use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
@@ -19,33 +20,97 @@ pub fn handle_shard_request(
     req: ShardRequest,
 ) -> LocalBoxFuture<ShardResponse> {
     match req {
-        ShardRequest::Produce { parts } => {
+        ShardRequest::Produce {
+            parts,
+            acks,
+            timeout_ms,
+        } => {
             let now = now_ms() as i64;
+            let mut waiting = Vec::new();
             let results: Vec<_> = {
                 let mut rm = ctx.replica_manager.borrow_mut();
-                parts.iter().map(|p| rm.append(p, now)).collect()
+                parts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        if acks == -1 {
+                            if let Some(code) = rm.check_enough_replicas(&p.topic, p.partition) {
+                                return crate::replica_manager::ProducePartResult {
+                                    error_code: code,
+                                    error_message: None,
+                                    base_offset: -1,
+                                    log_append_time_ms: -1,
+                                    log_start_offset: -1,
+                                };
+                            }
+                        }
+                        let r = rm.append(p, now);
+                        if acks == -1 && r.error_code == errors::NONE {
+                            if let Some(required) = rm.uncommitted_end(&p.topic, p.partition) {
+                                waiting.push(Some((p.topic.clone(), p.partition, required, i)));
+                            }
+                        }
+                        r
+                    })
+                    .collect()
             };
+            // New data wakes followers' fetches (and consumers', if the HW moved).
             for (p, r) in parts.iter().zip(&results) {
                 if r.error_code == errors::NONE {
                     ctx.on_high_watermark_advanced(&p.topic, p.partition);
                 }
             }
-            Box::pin(async move { ShardResponse::Produce(results) })
+            if waiting.is_empty() {
+                return Box::pin(async move { ShardResponse::Produce(results) });
+            }
+            let (tx, rx) = oneshot::channel();
+            let keys: Vec<(String, i32)> = waiting
+                .iter()
+                .flatten()
+                .map(|(t, p, _, _)| (t.clone(), *p))
+                .collect();
+            let op = DelayedProduce {
+                waiting,
+                results,
+                done: Some(tx),
+            };
+            ctx.watch_produce(op, now as u64 + timeout_ms, &keys);
+            Box::pin(async move {
+                match rx.await {
+                    Ok(r) => ShardResponse::Produce(r),
+                    Err(_) => ShardResponse::Produce(Vec::new()),
+                }
+            })
         }
         ShardRequest::Fetch {
             parts,
             isolation_level: _,
         } => {
-            let rm = ctx.replica_manager.borrow();
-            let mut budget = u32::MAX;
-            let results = parts.iter().map(|p| rm.read(p, &mut budget)).collect();
+            let now = now_ms() as i64;
+            let results = {
+                let mut rm = ctx.replica_manager.borrow_mut();
+                let mut budget = u32::MAX;
+                parts.iter().map(|p| rm.read(p, &mut budget, now)).collect()
+            };
+            // A follower's fetch may move the high watermark or the ISR.
+            for p in parts.iter().filter(|p| p.replica_id >= 0) {
+                ctx.on_high_watermark_advanced(&p.topic, p.partition);
+            }
+            if parts.iter().any(|p| p.replica_id >= 0) {
+                ctx.schedule_alter_isr();
+            }
             Box::pin(async move { ShardResponse::Fetch(results) })
         }
-        ShardRequest::WaitForData { parts, max_wait_ms } => {
+        ShardRequest::WaitForData {
+            parts,
+            max_wait_ms,
+            replica,
+        } => {
             let (tx, rx) = oneshot::channel();
             let keys: Vec<(String, i32)> = parts.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
             let op = DelayedFetch {
                 parts,
+                replica,
                 done: Some(tx),
             };
             ctx.watch_fetch(op, now_ms() + max_wait_ms, &keys);
@@ -126,15 +191,21 @@ pub fn handle_shard_request(
             let entries = ctx.replica_manager.borrow().checkpoints();
             Box::pin(async move { ShardResponse::Checkpoints(entries) })
         }
-        ShardRequest::BecomeLeaderOrFollower { topic, parts } => {
+        ShardRequest::BecomeLeaderOrFollower {
+            topic,
+            parts,
+            leaders,
+        } => {
             let codes = ctx.replica_manager.borrow_mut().become_leader_or_follower(
                 &topic,
                 &parts,
+                ctx.broker_id(),
                 now_ms() as i64,
             );
-            // Fetches parked on partitions that changed role re-check (and fail over).
-            for (p, _, _) in &parts {
-                ctx.on_high_watermark_advanced(&topic.name, *p);
+            update_fetchers(&ctx, &topic, &parts, &codes, &leaders);
+            // Fetches and produces parked on partitions that changed role re-check.
+            for p in &parts {
+                ctx.on_high_watermark_advanced(&topic.name, p.partition);
             }
             Box::pin(async move { ShardResponse::PartitionErrors(codes) })
         }
@@ -173,19 +244,79 @@ pub fn handle_shard_request(
     }
 }
 
+/// makeFollowers / makeLeaders for the fetchers: followed partitions fetch
+/// from their new leader, led ones stop fetching.
+fn update_fetchers(
+    ctx: &Rc<ShardContext>,
+    topic: &crate::metadata_cache::TopicInfo,
+    parts: &[crate::replica_manager::RoleChange],
+    codes: &[i16],
+    leaders: &[(i32, String, u16)],
+) {
+    use crate::replica_fetcher::{FollowedPartition, LeaderEndpoint};
+    let me = ctx.broker_id();
+    let mut stop = Vec::new();
+    let mut by_leader: std::collections::BTreeMap<i32, Vec<FollowedPartition>> = Default::default();
+    for (rc, code) in parts.iter().zip(codes) {
+        if *code != errors::NONE {
+            continue;
+        }
+        if rc.leader == me || rc.leader < 0 {
+            stop.push((topic.name.clone(), rc.partition));
+        } else {
+            by_leader
+                .entry(rc.leader)
+                .or_default()
+                .push(FollowedPartition {
+                    topic: topic.name.clone(),
+                    partition: rc.partition,
+                    topic_id: topic.topic_id,
+                    leader_epoch: rc.leader_epoch,
+                });
+        }
+    }
+    let mut fetchers = ctx.replica_fetchers.borrow_mut();
+    fetchers.remove_partitions(&stop);
+    for (leader, followed) in by_leader {
+        match leaders.iter().find(|l| l.0 == leader) {
+            Some((_, host, port)) => fetchers.add_partitions(
+                ctx,
+                LeaderEndpoint {
+                    broker_id: leader,
+                    host: host.clone(),
+                    port: *port,
+                },
+                followed,
+            ),
+            None => log::warn!(
+                "no endpoint for leader {leader} of {}; not fetching",
+                topic.name
+            ),
+        }
+    }
+}
+
 /// Waits on every listed shard for new data, returning when the first one
 /// reports data (or all time out).
 pub async fn wait_for_data(
     ctx: &Rc<ShardContext>,
     by_shard: Vec<(usize, PartitionOffsets)>,
     max_wait_ms: u64,
+    replica: bool,
 ) {
     let mut waits: Vec<LocalBoxFuture<()>> = Vec::with_capacity(by_shard.len());
     for (shard, parts) in by_shard {
         let ctx = ctx.clone();
         waits.push(Box::pin(async move {
             let _ = ctx
-                .run_on(shard, ShardRequest::WaitForData { parts, max_wait_ms })
+                .run_on(
+                    shard,
+                    ShardRequest::WaitForData {
+                        parts,
+                        max_wait_ms,
+                        replica,
+                    },
+                )
                 .await;
         }));
     }

@@ -7,6 +7,8 @@
 //! worker thread so no shard ever waits on the network.
 
 pub mod admin;
+pub mod alter_partition;
+pub mod broker_client;
 pub mod channel;
 pub mod controller;
 pub mod image;

@@ -46,6 +46,9 @@ fn inter_broker_list() -> Vec<ApiVersion> {
 
 pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let mut apis = api_list();
+    if ctx.cluster.is_none() {
+        apis.retain(|a| a.api_key != kafka_protocol::messages::ApiKey::AlterPartition as i16);
+    }
     if ctx.cluster.is_some() {
         apis.extend(inter_broker_list());
         apis.sort_by_key(|a| a.api_key);

@@ -26,6 +26,7 @@ struct Wanted {
     fetch_offset: i64,
     max_bytes: i32,
     current_leader_epoch: i32,
+    last_fetched_epoch: i32,
     /// Error found before reading (unknown topic id, ...).
     error: Option<i16>,
 }
@@ -40,6 +41,7 @@ impl Wanted {
             fetch_offset: self.fetch_offset,
             max_bytes: self.max_bytes,
             current_leader_epoch: self.current_leader_epoch,
+            last_fetched_epoch: self.last_fetched_epoch,
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
@@ -66,6 +68,7 @@ async fn read_all(
     ctx: &Rc<ShardContext>,
     wanted: &[Wanted],
     isolation_level: i8,
+    replica_id: i32,
 ) -> Vec<Option<FetchPartResult>> {
     let mut out: Vec<Option<FetchPartResult>> = (0..wanted.len()).map(|_| None).collect();
     let mut by_shard = ShardGroups::new(ctx.nr_shards);
@@ -84,6 +87,8 @@ async fn read_all(
                 max_bytes: w.max_bytes.max(0) as u32,
                 min_one_batch: true,
                 current_leader_epoch: w.current_leader_epoch,
+                replica_id,
+                last_fetched_epoch: w.last_fetched_epoch,
             },
         );
     }
@@ -105,6 +110,7 @@ async fn read_all(
                 last_stable_offset: -1,
                 log_start_offset: -1,
                 slice: None,
+                diverging_epoch: None,
             },
         )
         .await;
@@ -134,6 +140,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let image = ctx.metadata.image();
     let use_ids = req.api_version >= 13;
     let now = now_ms();
+    // A follower names itself by replica id (v15+: in replica_state).
+    let replica_id = if req.api_version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    if replica_id >= 0 && ctx.cluster.is_none() {
+        return Err(format!(
+            "Fetch from replica {replica_id} on a single-broker kshard"
+        ));
+    }
 
     // Partitions named in this request, in order.
     let mut requested: Vec<Wanted> = Vec::new();
@@ -161,6 +178,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: if req.api_version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                },
                 error,
             });
         }
@@ -208,6 +230,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 entry.fetch_offset = w.fetch_offset;
                 entry.max_bytes = w.max_bytes;
                 entry.current_leader_epoch = w.current_leader_epoch;
+                entry.last_fetched_epoch = w.last_fetched_epoch;
             }
             for f in &request.forgotten_topics_data {
                 let name = if use_ids {
@@ -232,6 +255,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                     fetch_offset: c.fetch_offset,
                     max_bytes: c.max_bytes,
                     current_leader_epoch: c.current_leader_epoch,
+                    last_fetched_epoch: c.last_fetched_epoch,
                     error: None,
                 })
                 .collect();
@@ -241,12 +265,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         }
     }
 
-    let mut results = read_all(ctx, &wanted, request.isolation_level).await;
+    let mut results = read_all(ctx, &wanted, request.isolation_level, replica_id).await;
     let mut total = enforce_max_bytes(&mut results, request.max_bytes);
     let has_error = results
         .iter()
         .flatten()
-        .any(|r| r.error_code != errors::NONE)
+        .any(|r| r.error_code != errors::NONE || r.diverging_epoch.is_some())
         || wanted.iter().any(|w| w.error.is_some());
     let min_bytes = request.min_bytes.max(0) as usize;
     if request.max_wait_ms > 0 && total < min_bytes.max(1) && !has_error && !wanted.is_empty() {
@@ -263,8 +287,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             .enumerate()
             .filter(|(_, v)| !v.is_empty())
             .collect();
-        wait_for_data(ctx, by_shard, request.max_wait_ms as u64).await;
-        results = read_all(ctx, &wanted, request.isolation_level).await;
+        wait_for_data(ctx, by_shard, request.max_wait_ms as u64, replica_id >= 0).await;
+        results = read_all(ctx, &wanted, request.isolation_level, replica_id).await;
         total = enforce_max_bytes(&mut results, request.max_bytes);
     }
     debug_assert!(
@@ -325,7 +349,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                     high_watermark: r.high_watermark,
                     last_stable_offset: r.last_stable_offset,
                     log_start_offset: r.log_start_offset,
-                    diverging_epoch: None,
+                    diverging_epoch: r.diverging_epoch,
                     current_leader: None,
                     aborted_transactions: if read_uncommitted {
                         None

@@ -16,6 +16,7 @@ use crate::protocol::inter_broker::{
     LeaderAndIsrPartitionError, LeaderAndIsrPartitionState, LeaderAndIsrRequest,
     LeaderAndIsrResponse, LeaderAndIsrTopicError,
 };
+use crate::replica_manager::RoleChange;
 use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
 use crate::shard_handler::join_all;
 use kshard_shards::mailbox::LocalBoxFuture;
@@ -69,6 +70,18 @@ pub async fn handle(
             .await
             .unwrap_or_default()
     };
+    let leaders: Arc<Vec<(i32, String, u16)>> = Arc::new(
+        req.live_leaders
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    l.broker_id,
+                    l.host_name.clone(),
+                    u16::try_from(l.port).ok()?,
+                ))
+            })
+            .collect(),
+    );
     // (topic, partition) → error, filled as shards answer.
     let mut results: BTreeMap<(String, i32), i16> = BTreeMap::new();
     let mut calls: Vec<LocalBoxFuture<Vec<PartitionError>>> = Vec::new();
@@ -113,7 +126,7 @@ pub async fn handle(
             config,
             is_internal: topic.starts_with("__"),
         });
-        let mut per_shard: Vec<Vec<(i32, i32, bool)>> = vec![Vec::new(); ctx.nr_shards];
+        let mut per_shard: Vec<Vec<RoleChange>> = vec![Vec::new(); ctx.nr_shards];
         for s in states {
             if !s.replicas.contains(&me) {
                 // Kafka ignores partitions this broker is not assigned.
@@ -124,7 +137,14 @@ pub async fn handle(
                 continue;
             }
             let owner = ctx.owner_of(topic, s.partition_index);
-            per_shard[owner].push((s.partition_index, s.leader_epoch, s.leader == me));
+            per_shard[owner].push(RoleChange {
+                partition: s.partition_index,
+                leader: s.leader,
+                leader_epoch: s.leader_epoch,
+                replicas: s.replicas.clone(),
+                isr: s.isr.clone(),
+                partition_epoch: s.partition_epoch,
+            });
         }
         for (shard, parts) in per_shard.into_iter().enumerate() {
             if parts.is_empty() {
@@ -132,13 +152,20 @@ pub async fn handle(
             }
             let ctx = ctx.clone();
             let info = info.clone();
+            let leaders = leaders.clone();
             calls.push(Box::pin(async move {
-                let keys: Vec<(String, i32)> =
-                    parts.iter().map(|p| (info.name.clone(), p.0)).collect();
+                let keys: Vec<(String, i32)> = parts
+                    .iter()
+                    .map(|p| (info.name.clone(), p.partition))
+                    .collect();
                 let codes = match ctx
                     .run_on(
                         shard,
-                        ShardRequest::BecomeLeaderOrFollower { topic: info, parts },
+                        ShardRequest::BecomeLeaderOrFollower {
+                            topic: info,
+                            parts,
+                            leaders,
+                        },
                     )
                     .await
                 {

@@ -2,6 +2,7 @@
 //! connection's shard; admin APIs that change metadata are forwarded to the
 //! controller shard and run there by `controller_dispatch`.
 
+pub mod alter_partition;
 pub mod api_versions;
 pub mod controlled_shutdown;
 pub mod create_partitions;
@@ -68,6 +69,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req),
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
+        ApiKey::AlterPartition => alter_partition::handle(ctx, &req).await,
         ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::CreatePartitions => {
             forward_to_controller(ctx, req).await
         }

@@ -26,6 +26,7 @@ fn failed(code: i16) -> ProducePartResult {
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: ProduceRequest = decode_body(req)?;
     let acks = request.acks;
+    let timeout_ms = request.timeout_ms.max(0) as u64;
     let image = ctx.metadata.image();
     // Results in request order, filled as shards answer.
     let mut results: Vec<Option<ProducePartResult>> = Vec::new();
@@ -70,7 +71,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         .run(
             ctx,
             &mut results,
-            |parts| ShardRequest::Produce { parts },
+            |parts| ShardRequest::Produce {
+                parts,
+                acks,
+                timeout_ms,
+            },
             |r| match r {
                 ShardResponse::Produce(r) => Some(r),
                 _ => None,

@@ -71,6 +71,8 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::ElectLeaders, 0, 2),
+    // Cluster mode only (left out of ApiVersions on a single broker).
+    api(ApiKey::AlterPartition, 2, 3),
 ];
 
 pub fn supported(key: ApiKey) -> Option<&'static ApiRange> {
@@ -227,6 +229,7 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
         ApiKey::DeleteGroups => decode_body::<m::DeleteGroupsRequest>(&req).map(|_| ()),
         ApiKey::OffsetDelete => decode_body::<m::OffsetDeleteRequest>(&req).map(|_| ()),
         ApiKey::ElectLeaders => decode_body::<m::ElectLeadersRequest>(&req).map(|_| ()),
+        ApiKey::AlterPartition => decode_body::<m::AlterPartitionRequest>(&req).map(|_| ()),
         other => Err(format!("{other:?} not served")),
     }
 }

@@ -103,6 +103,14 @@ pub fn write_checkpoints(log_dir: &Path, entries: &[CheckpointEntry]) -> std::io
         .iter()
         .filter_map(|e| Some((e.topic.clone(), e.partition, e.cleaner_offset?)))
         .collect();
+    let hw: Vec<(String, i32, i64)> = entries
+        .iter()
+        .map(|e| (e.topic.clone(), e.partition, e.high_watermark))
+        .collect();
+    OffsetCheckpointFile::new(
+        log_dir.join(crate::replica_manager::REPLICATION_OFFSET_CHECKPOINT_FILE),
+    )
+    .write(&hw)?;
     OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT)).write(&rp)?;
     OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).write(&cleaner)?;
     OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT)).write(&ls)
@@ -426,6 +434,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                     }
                 }
                 ctx.shutting_down.set(true);
+                ctx.replica_fetchers.borrow_mut().shutdown();
                 for t in accept_tasks {
                     t.cancel().await;
                 }
@@ -469,6 +478,9 @@ async fn maintenance_loop(ctx: Rc<ShardContext>) {
     let checkpoint_every_ms = ctx.config.log_flush_offset_checkpoint_interval_ms.max(1) as u64;
     let mut last_retention = now_ms();
     let mut last_checkpoint = now_ms();
+    // Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
+    let isr_check_every_ms = (ctx.config.replica_lag_time_max_ms / 2).max(1) as u64;
+    let mut last_isr_check = now_ms();
     while !ctx.shutting_down.get() {
         glommio::timer::sleep(Duration::from_millis(200)).await;
         if ctx.shutting_down.get() {
@@ -482,6 +494,13 @@ async fn maintenance_loop(ctx: Rc<ShardContext>) {
         ctx.replica_manager
             .borrow_mut()
             .maintenance(now as i64, run_retention);
+        if ctx.cluster.is_some() && now - last_isr_check >= isr_check_every_ms {
+            last_isr_check = now;
+            ctx.replica_manager
+                .borrow_mut()
+                .maybe_shrink_isr(now as i64);
+            ctx.schedule_alter_isr();
+        }
         if ctx.shard_id == CONTROLLER_SHARD && now - last_checkpoint >= checkpoint_every_ms {
             last_checkpoint = now;
             let mut entries = ctx.replica_manager.borrow().checkpoints();

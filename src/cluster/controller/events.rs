@@ -8,8 +8,8 @@ use super::context::{self, read_brokers, read_state, read_topic, BROKER_IDS_PATH
 use super::elections::{self, LeaderAndIsr};
 use super::requests::{send_stop_replica, RequestBatch};
 use super::{
-    ControllerEvent, ControllerRequest, ElectionResult, KafkaController, DELETE_TOPICS_PATH,
-    ISR_CHANGE_PATH, PREFERRED_ELECTION_PATH,
+    ControllerEvent, ControllerRequest, ElectionResult, IsrChangeRequest, IsrChangeResult,
+    KafkaController, DELETE_TOPICS_PATH, ISR_CHANGE_PATH, PREFERRED_ELECTION_PATH,
 };
 use crate::cluster::channel::ControllerChannelManager;
 use crate::metadata::topics;
@@ -650,6 +650,25 @@ impl KafkaController {
                     }
                 }
             }
+            ControllerRequest::AlterPartition {
+                broker_id,
+                changes,
+                reply,
+            } => {
+                if !self.is_active() {
+                    let _ = reply.send(Err(errors::NOT_CONTROLLER));
+                    return;
+                }
+                match self.alter_partition(broker_id, &changes) {
+                    Ok(r) => {
+                        let _ = reply.send(Ok(r));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(errors::UNKNOWN_SERVER_ERROR));
+                        self.on_zk_failure("AlterPartition", e);
+                    }
+                }
+            }
             ControllerRequest::ControlledShutdown { broker_id, reply } => {
                 if !self.is_active() {
                     let _ = reply.send(Err(errors::NOT_CONTROLLER));
@@ -666,6 +685,101 @@ impl KafkaController {
                 }
             }
         }
+    }
+
+    /// processAlterPartition: a leader's ISR change, checked against the
+    /// current leader, leader epoch and partition epoch, and against live
+    /// brokers; written to the state znode, then spread by UpdateMetadata.
+    fn alter_partition(
+        &mut self,
+        broker_id: i32,
+        changes: &[IsrChangeRequest],
+    ) -> StoreResult<Vec<IsrChangeResult>> {
+        let mut results = Vec::with_capacity(changes.len());
+        let mut updates: States = BTreeMap::new();
+        for c in changes {
+            let topic = self
+                .ctx
+                .topics
+                .iter()
+                .find(|(_, e)| e.topic_id == c.topic_id)
+                .map(|(t, _)| t.clone());
+            let result = |code: i16, s: Option<&LeaderAndIsr>| IsrChangeResult {
+                topic_id: c.topic_id,
+                partition: c.partition,
+                error_code: code,
+                leader: s.map_or(-1, |s| s.leader),
+                leader_epoch: s.map_or(-1, |s| s.leader_epoch),
+                isr: s.map(|s| s.isr.clone()).unwrap_or_default(),
+                partition_epoch: s.map_or(-1, |s| s.zk_version),
+            };
+            let Some(topic) = topic else {
+                results.push(result(errors::UNKNOWN_TOPIC_OR_PARTITION, None));
+                continue;
+            };
+            let key = (topic.clone(), c.partition);
+            let Some(s) = self.ctx.states.get(&key) else {
+                results.push(result(errors::UNKNOWN_TOPIC_OR_PARTITION, None));
+                continue;
+            };
+            if s.leader != broker_id {
+                results.push(result(errors::NOT_LEADER_OR_FOLLOWER, Some(s)));
+                continue;
+            }
+            if c.leader_epoch != s.leader_epoch {
+                results.push(result(errors::FENCED_LEADER_EPOCH, Some(s)));
+                continue;
+            }
+            if c.partition_epoch != s.zk_version {
+                results.push(result(errors::INVALID_UPDATE_VERSION, Some(s)));
+                continue;
+            }
+            let replicas = self.ctx.replicas(&topic, c.partition);
+            if c.new_isr.is_empty()
+                || !c.new_isr.contains(&broker_id)
+                || c.new_isr.iter().any(|b| !replicas.contains(b))
+            {
+                results.push(result(errors::INVALID_REQUEST, Some(s)));
+                continue;
+            }
+            if c.new_isr
+                .iter()
+                .any(|b| !self.ctx.is_live(*b) || self.ctx.shutting_down.contains(b))
+            {
+                results.push(result(errors::INELIGIBLE_REPLICA, Some(s)));
+                continue;
+            }
+            let next = LeaderAndIsr {
+                isr: c.new_isr.clone(),
+                controller_epoch: self.epoch,
+                ..s.clone()
+            };
+            updates.insert(key, next);
+            results.push(result(errors::NONE, None));
+        }
+        self.write_states(&updates)?;
+        // Fill in the written states (new partition epochs).
+        for r in results.iter_mut().filter(|r| r.error_code == errors::NONE) {
+            let topic = self
+                .ctx
+                .topics
+                .iter()
+                .find(|(_, e)| e.topic_id == r.topic_id)
+                .map(|(t, _)| t.clone())
+                .unwrap_or_default();
+            if let Some(s) = self.ctx.states.get(&(topic, r.partition)) {
+                r.leader = s.leader;
+                r.leader_epoch = s.leader_epoch;
+                r.isr = s.isr.clone();
+                r.partition_epoch = s.zk_version;
+            }
+        }
+        let mut batch = self.batch();
+        for (t, p) in updates.keys() {
+            batch.add_update_metadata(t, *p);
+        }
+        self.send(batch);
+        Ok(results)
     }
 
     /// doControlledShutdown: leadership moves to another in-sync replica;

@@ -40,11 +40,37 @@ pub enum ControllerRequest {
         election_type: i8,
         reply: futures_channel::oneshot::Sender<Result<Vec<ElectionResult>, i16>>,
     },
+    /// AlterPartition from the leader `broker_id`.
+    AlterPartition {
+        broker_id: i32,
+        changes: Vec<IsrChangeRequest>,
+        reply: futures_channel::oneshot::Sender<Result<Vec<IsrChangeResult>, i16>>,
+    },
     /// ControlledShutdown from `broker_id`: partitions it still leads.
     ControlledShutdown {
         broker_id: i32,
         reply: futures_channel::oneshot::Sender<Result<Vec<(String, i32)>, i16>>,
     },
+}
+
+#[derive(Debug, Clone)]
+pub struct IsrChangeRequest {
+    pub topic_id: uuid::Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IsrChangeResult {
+    pub topic_id: uuid::Uuid,
+    pub partition: i32,
+    pub error_code: i16,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
+    pub partition_epoch: i32,
 }
 
 #[derive(Debug, Clone)]
