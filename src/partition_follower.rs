@@ -217,28 +217,8 @@ impl Partition {
 
     /// Drops the whole log and restarts it, empty, at `offset` (Kafka's
     /// `truncateFullyAndStartAt`): leader epochs and producer state go too.
-    ///
-    /// `Log` can do this only below its first segment (via `truncate_to`);
-    /// at or above it, this fails with `Unsupported` until `Log` has a
-    /// `truncate_fully_and_start_at`.
     pub fn truncate_fully_and_start_at(&mut self, offset: i64, now_ms: i64) -> io::Result<()> {
-        let first_base = self
-            .log
-            .segment_base_offsets()
-            .first()
-            .copied()
-            .unwrap_or(0);
-        if offset >= first_base {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "{}-{}: cannot restart the log at {offset}: the log cannot drop \
-                     its segments from {first_base} without truncateFullyAndStartAt",
-                    self.topic, self.partition
-                ),
-            ));
-        }
-        self.log.truncate_to(offset)?;
+        self.log.truncate_fully_and_start_at(offset)?;
         debug_assert_eq!(self.log.log_end_offset(), offset);
         debug_assert_eq!(self.log.log_start_offset(), offset);
         // Every epoch and snapshot describes data that is gone.
@@ -543,10 +523,20 @@ mod tests {
             (95, 105)
         );
         assert_eq!(p.leader_epoch_cache.entries(), &[(2, 95)]);
-        // Restarting above the first segment needs Log support.
-        let err = p.truncate_fully_and_start_at(200, NOW_MS).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::Unsupported);
-        assert_eq!(p.log.log_end_offset(), 105);
+        // Restarting above the data (the leader's log starts past ours).
+        p.truncate_fully_and_start_at(200, NOW_MS).unwrap();
+        assert_eq!(
+            (p.log.log_start_offset(), p.log.log_end_offset()),
+            (200, 200)
+        );
+        assert!(p.leader_epoch_cache.entries().is_empty());
+        assert_eq!(p.high_watermark(), 200);
+        let info = p
+            .append_records_as_follower(&batch(200, 2, 3), NOW_MS)
+            .map_err(|e| e.message)
+            .unwrap()
+            .unwrap();
+        assert_eq!((info.first_offset, p.log.log_end_offset()), (200, 202));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -249,7 +249,6 @@ impl ReplicaManager {
             log::error!("opening logs of {}: {e}", topic.name);
             return vec![errors::KAFKA_STORAGE_ERROR; parts.len()];
         }
-        let lag_ms = self.replica_lag_time_max_ms;
         let mut codes = Vec::with_capacity(parts.len());
         for rc in parts {
             let Some(partition) = self
@@ -285,7 +284,7 @@ impl ReplicaManager {
                         now_ms,
                     )
                     .map(|_| {
-                        partition.maybe_increment_high_watermark(now_ms, lag_ms);
+                        partition.maybe_increment_high_watermark();
                     })
             } else {
                 partition.make_follower(rc.leader_epoch)
@@ -498,7 +497,7 @@ impl ReplicaManager {
         match partition.append_records_as_leader(&part.records, &mut self.validator, now_ms) {
             Ok(r) => {
                 // A single replica (or an ISR of one) commits at once.
-                partition.maybe_increment_high_watermark(now_ms, self.replica_lag_time_max_ms);
+                partition.maybe_increment_high_watermark();
                 ProducePartResult {
                     error_code: errors::NONE,
                     error_message: None,
@@ -534,7 +533,6 @@ impl ReplicaManager {
             slice: None,
             diverging_epoch: None,
         };
-        let lag_ms = self.replica_lag_time_max_ms;
         let absent = self.absent_error();
         let Some(partition) = self
             .topics
@@ -580,7 +578,7 @@ impl ReplicaManager {
             let r = partition.read_for_follower(part.fetch_offset, max_bytes);
             if r.error_code == errors::NONE {
                 partition.update_follower_fetch_state(part.replica_id, part.fetch_offset, now_ms);
-                partition.maybe_increment_high_watermark(now_ms, lag_ms);
+                partition.maybe_increment_high_watermark();
                 if let Some(isr) = partition.isr_to_expand(part.replica_id) {
                     let change = partition.request_isr_change(isr);
                     self.alter_isr_queue.push(change);
@@ -647,9 +645,7 @@ impl ReplicaManager {
         partition: i32,
         leader_epoch: i32,
         isr: Option<(Vec<i32>, i32)>,
-        now_ms: i64,
     ) -> bool {
-        let lag_ms = self.replica_lag_time_max_ms;
         let Some(p) = self
             .topics
             .get_mut(topic)
@@ -658,7 +654,7 @@ impl ReplicaManager {
             return false;
         };
         p.apply_isr_change(leader_epoch, isr);
-        p.is_leader && p.maybe_increment_high_watermark(now_ms, lag_ms)
+        p.is_leader && p.maybe_increment_high_watermark()
     }
 
     /// True when a delayed fetch waiting at `fetch_offset` can complete.

@@ -146,20 +146,16 @@ impl Partition {
     }
 
     /// maybeIncrementLeaderHW: the smallest log end offset over the
-    /// (maximal) ISR and any follower caught up within the lag time; the
-    /// high watermark never goes back. True if it moved.
-    pub fn maybe_increment_high_watermark(
-        &mut self,
-        now_ms: i64,
-        replica_lag_time_max_ms: i64,
-    ) -> bool {
+    /// (maximal) ISR; the high watermark never goes back. True if it moved.
+    pub fn maybe_increment_high_watermark(&mut self) -> bool {
         let leo = self.log.log_end_offset();
         let mut new_hw = leo;
+        // Only the (maximal) ISR counts. Kafka also waits for a caught-up
+        // follower about to join, but only while its broker is alive, which
+        // a partition cannot see; leaving it out never commits less safely.
         if self.leadership.replicated {
             for (id, f) in &self.leadership.followers {
-                let caught_up = f.log_end_offset >= 0
-                    && now_ms - f.last_caught_up_time_ms <= replica_lag_time_max_ms;
-                if self.leadership.maximal_isr_contains(*id) || caught_up {
+                if self.leadership.maximal_isr_contains(*id) {
                     new_hw = new_hw.min(f.log_end_offset);
                 }
             }
@@ -269,16 +265,16 @@ mod tests {
         let mut p = leader_with(10);
         let hw0 = p.high_watermark();
         // Followers unknown until they fetch: nothing new is committed.
-        assert!(!p.maybe_increment_high_watermark(NOW_MS, LAG_MS));
+        assert!(!p.maybe_increment_high_watermark());
         assert!(p.update_follower_fetch_state(2, 10, NOW_MS));
-        assert!(!p.maybe_increment_high_watermark(NOW_MS, LAG_MS));
+        assert!(!p.maybe_increment_high_watermark());
         assert!(p.update_follower_fetch_state(3, 6, NOW_MS));
-        assert!(p.maybe_increment_high_watermark(NOW_MS, LAG_MS));
+        assert!(p.maybe_increment_high_watermark());
         assert_eq!(p.high_watermark(), 6);
         assert!(hw0 <= 6);
         // Never backwards, even if a follower reports less.
         p.update_follower_fetch_state(3, 2, NOW_MS + 1);
-        assert!(!p.maybe_increment_high_watermark(NOW_MS + 1, LAG_MS));
+        assert!(!p.maybe_increment_high_watermark());
         assert_eq!(p.high_watermark(), 6);
         assert!(
             !p.update_follower_fetch_state(9, 1, NOW_MS),
@@ -321,7 +317,7 @@ mod tests {
         let mut p = leader_with(10);
         p.update_follower_fetch_state(2, 10, NOW_MS);
         p.update_follower_fetch_state(3, 10, NOW_MS);
-        p.maybe_increment_high_watermark(NOW_MS, LAG_MS);
+        p.maybe_increment_high_watermark();
         assert_eq!(p.isr_to_shrink(NOW_MS + LAG_MS, LAG_MS), None);
         p.update_follower_fetch_state(2, 10, NOW_MS + LAG_MS);
         let shrunk = p.isr_to_shrink(NOW_MS + LAG_MS + 1, LAG_MS).unwrap();

@@ -13,7 +13,7 @@ use kafka_protocol::protocol::Decodable;
 use crate::cluster::broker_client::round_trip;
 use crate::protocol::errors;
 use crate::replication::AlterIsr;
-use crate::shard_context::{now_ms, ShardContext};
+use crate::shard_context::ShardContext;
 
 pub const ALTER_PARTITION_VERSION: i16 = 3;
 const RETRY_BACKOFF_MS: u64 = 100;
@@ -98,15 +98,13 @@ pub async fn send(ctx: &Rc<ShardContext>, items: Vec<AlterIsr>) {
         "AlterPartition for {} partitions gave up; the ISR stays as it is",
         items.len()
     );
-    let now = now_ms() as i64;
     let mut rm = ctx.replica_manager.borrow_mut();
     for it in &items {
-        rm.apply_isr_change(&it.topic, it.partition, it.leader_epoch, None, now);
+        rm.apply_isr_change(&it.topic, it.partition, it.leader_epoch, None);
     }
 }
 
 fn apply(ctx: &Rc<ShardContext>, items: &[AlterIsr], resp: &AlterPartitionResponse) {
-    let now = now_ms() as i64;
     let mut moved = Vec::new();
     {
         let mut rm = ctx.replica_manager.borrow_mut();
@@ -140,7 +138,7 @@ fn apply(ctx: &Rc<ShardContext>, items: &[AlterIsr], resp: &AlterPartitionRespon
                 None => None,
             };
             let epoch = answer.map_or(it.leader_epoch, |p| p.leader_epoch);
-            if rm.apply_isr_change(&it.topic, it.partition, epoch, isr, now) {
+            if rm.apply_isr_change(&it.topic, it.partition, epoch, isr) {
                 moved.push((it.topic.clone(), it.partition));
             }
         }

@@ -195,8 +195,10 @@ pub fn register_broker(
     broker_id: i32,
 ) -> Result<(), String> {
     let path = format!("/brokers/ids/{broker_id}");
+    // A killed predecessor's session ends within one session timeout of
+    // its last heartbeat; allow two for ZooKeeper's tick-based expiry.
     let deadline = std::time::Instant::now()
-        + std::time::Duration::from_millis(config.zookeeper_session_timeout_ms.max(0) as u64);
+        + std::time::Duration::from_millis(2 * config.zookeeper_session_timeout_ms.max(0) as u64);
     loop {
         let now = crate::shard_context::now_ms() as i64;
         match topics::register_broker(

@@ -127,6 +127,7 @@ pub struct BrokerConfig {
     pub controlled_shutdown_max_retries: i32,
     pub controlled_shutdown_retry_backoff_ms: i64,
     pub controller_socket_timeout_ms: i32,
+    pub replica_high_watermark_checkpoint_interval_ms: i64,
     pub compression_type: String,
     pub offsets_topic_num_partitions: i32,
     pub offsets_topic_replication_factor: i16,
@@ -484,6 +485,8 @@ impl BrokerConfig {
             controlled_shutdown_max_retries: v.i32("controlled.shutdown.max.retries"),
             controlled_shutdown_retry_backoff_ms: v.i64("controlled.shutdown.retry.backoff.ms"),
             controller_socket_timeout_ms: v.i32("controller.socket.timeout.ms"),
+            replica_high_watermark_checkpoint_interval_ms: v
+                .i64("replica.high.watermark.checkpoint.interval.ms"),
             compression_type: v.string("compression.type"),
             offsets_topic_num_partitions: v.i32("offsets.topic.num.partitions"),
             offsets_topic_replication_factor: v.i64("offsets.topic.replication.factor") as i16,

@@ -475,7 +475,16 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
 /// checkpoint files.
 async fn maintenance_loop(ctx: Rc<ShardContext>) {
     let retention_every_ms = ctx.config.log_retention_check_interval_ms.max(1) as u64;
-    let checkpoint_every_ms = ctx.config.log_flush_offset_checkpoint_interval_ms.max(1) as u64;
+    // The checkpoint files are written together; in cluster mode they carry
+    // the high watermarks, due every replica.high.watermark.checkpoint.interval.ms.
+    let mut checkpoint_every_ms = ctx.config.log_flush_offset_checkpoint_interval_ms.max(1) as u64;
+    if ctx.cluster.is_some() {
+        checkpoint_every_ms = checkpoint_every_ms.min(
+            ctx.config
+                .replica_high_watermark_checkpoint_interval_ms
+                .max(1) as u64,
+        );
+    }
     let mut last_retention = now_ms();
     let mut last_checkpoint = now_ms();
     // Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.

@@ -476,17 +476,7 @@ impl Log {
         let now_ms = self.last_flush_ms;
         let first_base = *self.segments.keys().next().expect("segment");
         if offset < first_base {
-            for (_, seg) in std::mem::take(&mut self.segments) {
-                seg.delete_files()?;
-            }
-            let seg = LogSegment::create(&self.dir, offset, &self.config, now_ms)?;
-            self.segments.insert(offset, seg);
-            self.apply_io_mode_to_active()?;
-            self.log_start_offset = offset;
-            self.log_end_offset = offset;
-            self.recovery_point = offset;
-            self.dir_dirty = true;
-            return Ok(());
+            return self.truncate_fully_and_start_at(offset);
         }
         let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(&b, _)| b).collect();
         for base in doomed {
@@ -501,6 +491,31 @@ impl Log {
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         self.log_start_offset = self.log_start_offset.min(offset);
         self.cleaner_checkpoint = self.cleaner_checkpoint.min(self.log_end_offset);
+        Ok(())
+    }
+
+    /// Kafka's `truncateFullyAndStartAt`: every segment goes and the log
+    /// restarts empty at `offset` (a follower whose leader's log starts
+    /// past this log's end).
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> io::Result<()> {
+        if offset < 0 {
+            return Err(invalid_input(format!(
+                "cannot restart the log at negative offset {offset}"
+            )));
+        }
+        let now_ms = self.last_flush_ms;
+        for (_, seg) in std::mem::take(&mut self.segments) {
+            seg.delete_files()?;
+        }
+        let seg = LogSegment::create(&self.dir, offset, &self.config, now_ms)?;
+        self.segments.insert(offset, seg);
+        self.apply_io_mode_to_active()?;
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.recovery_point = offset;
+        self.cleaner_checkpoint = offset;
+        self.dir_dirty = true;
+        debug_assert_eq!(self.segments.len(), 1);
         Ok(())
     }
 
