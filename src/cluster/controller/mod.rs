@@ -11,6 +11,7 @@
 pub mod context;
 pub mod elections;
 mod events;
+mod leadership;
 mod requests;
 
 use std::collections::BTreeMap;
