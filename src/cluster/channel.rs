@@ -280,7 +280,8 @@ fn read_unsigned_varint(buf: &mut Bytes) -> std::io::Result<u32> {
     Err(std::io::Error::other("varint too long"))
 }
 
-fn skip_tagged_fields(buf: &mut Bytes) -> std::io::Result<()> {
+/// Skips a tagged-field section (flexible-version headers and bodies).
+pub fn skip_tagged_fields(buf: &mut Bytes) -> std::io::Result<()> {
     let n = read_unsigned_varint(buf)?;
     for _ in 0..n {
         let _tag = read_unsigned_varint(buf)?;

@@ -26,21 +26,6 @@ pub fn versions(api_key: i16) -> Option<(i16, i16)> {
     }
 }
 
-fn read_unsigned_varint(buf: &mut Bytes) -> Result<u32, String> {
-    let mut value: u32 = 0;
-    for i in 0..5 {
-        if !buf.has_remaining() {
-            return Err("truncated header".into());
-        }
-        let b = buf.get_u8();
-        value |= u32::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err("bad varint in header".into())
-}
-
 /// Parses the request header; returns (api key, version, correlation id, body).
 fn parse_header(mut frame: Bytes) -> Result<(i16, i16, i32, Bytes), String> {
     if frame.len() < 8 {
@@ -64,15 +49,8 @@ fn parse_header(mut frame: Bytes) -> Result<(i16, i16, i32, Bytes), String> {
         }
     }
     if header_version >= 2 {
-        let n = read_unsigned_varint(&mut frame)?;
-        for _ in 0..n {
-            let _tag = read_unsigned_varint(&mut frame)?;
-            let len = read_unsigned_varint(&mut frame)? as usize;
-            if frame.remaining() < len {
-                return Err("truncated tagged field".into());
-            }
-            frame.advance(len);
-        }
+        crate::cluster::channel::skip_tagged_fields(&mut frame)
+            .map_err(|e| format!("request header: {e}"))?;
     }
     Ok((api_key, version, correlation_id, frame))
 }
