@@ -295,14 +295,7 @@ impl KafkaController {
                 updates.insert((t.clone(), *p), next);
             }
         }
-        let changed: Vec<(String, i32)> = updates.keys().cloned().collect();
-        self.write_states(&updates)?;
-        let mut batch = self.batch();
-        for (t, p) in &changed {
-            batch.add_partition(t, *p, false);
-        }
-        batch.mark_brokers_changed();
-        self.send(batch);
+        self.write_states_and_send(&updates, true)?;
         Ok(())
     }
 

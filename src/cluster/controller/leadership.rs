@@ -75,13 +75,7 @@ impl KafkaController {
                 }
             }
         }
-        let changed: Vec<(String, i32)> = updates.keys().cloned().collect();
-        self.write_states(&updates)?;
-        let mut batch = self.batch();
-        for (t, p) in &changed {
-            batch.add_partition(t, *p, false);
-        }
-        self.send(batch);
+        self.write_states_and_send(&updates, false)?;
         Ok(results)
     }
 
@@ -273,13 +267,7 @@ impl KafkaController {
                 updates.insert((t.clone(), *p), n);
             }
         }
-        let changed: Vec<(String, i32)> = updates.keys().cloned().collect();
-        self.write_states(&updates)?;
-        let mut batch = self.batch();
-        for (t, p) in &changed {
-            batch.add_partition(t, *p, false);
-        }
-        self.send(batch);
+        self.write_states_and_send(&updates, false)?;
         let remaining = self
             .ctx
             .states

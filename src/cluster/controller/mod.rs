@@ -379,6 +379,26 @@ impl KafkaController {
         );
     }
 
+    /// Writes the new partition states, then sends LeaderAndIsr and
+    /// UpdateMetadata for exactly those partitions (and every broker's
+    /// metadata as well when the live broker set changed).
+    fn write_states_and_send(
+        &mut self,
+        updates: &BTreeMap<(String, i32), LeaderAndIsr>,
+        brokers_changed: bool,
+    ) -> Result<(), StoreError> {
+        self.write_states(updates)?;
+        let mut batch = self.batch();
+        for (t, p) in updates.keys() {
+            batch.add_partition(t, *p, false);
+        }
+        if brokers_changed {
+            batch.mark_brokers_changed();
+        }
+        self.send(batch);
+        Ok(())
+    }
+
     /// Writes partition states fenced by the controller epoch znode's
     /// version; returns the new state versions.
     fn write_states(
