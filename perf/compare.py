@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of kshard and Apache Kafka 3.9.1 (ZooKeeper mode)
 on this machine, in one run, with the same client (kshard-perf) and with
-Kafka's own ProducerPerformance / ConsumerPerformance.
+Kafka's own ProducerPerformance / ConsumerPerformance / EndToEndLatency.
+kshard runs twice: with page-cache segment logs (`log.io.mode=buffered`,
+the default) and with direct I/O (`log.io.mode=direct`).
 
 Usage: perf/compare.sh [--quick] [--duration-s S] [--consume-size-mib M]
                        [--data-dir DIR] [--out FILE.json] [--no-build]
@@ -40,6 +42,8 @@ def note(cmd):
     if not COMMANDS or COMMANDS[-1] != line:  # retry loops repeat themselves
         COMMANDS.append(line)
 STARTUP_PARTITIONS = 1000
+# Kafka's ZooKeeper session must survive being stopped while the others run.
+FROZEN_SESSION_TIMEOUT_MS = 1_800_000
 
 
 def log(msg):
@@ -140,11 +144,16 @@ def java(cp, main, args, heap=("-Xmx512M",)):
             "-cp", f"{LIBS}/*", main] + args
 
 
+# Broker name -> kshard's log.io.mode (None: Apache Kafka).
+BROKERS = {"kafka": None, "kshard": "buffered", "kshard-direct": "direct"}
+
+
 class Broker:
-    """One broker under test: kafka (with its ZooKeeper) or kshard."""
+    """One broker under test: kafka (with its ZooKeeper) or a kshard."""
 
     def __init__(self, kind, root, bins, cp):
         self.kind = kind
+        self.io_mode = BROKERS[kind]
         self.root = root / kind
         self.root.mkdir(parents=True)
         self.data = self.root / "data"
@@ -161,8 +170,11 @@ class Broker:
         zk_dir = self.root / "zk"
         zk_dir.mkdir(exist_ok=True)
         cfg = self.root / "zoo.cfg"
+        # Sessions outlive the other brokers' workloads, during which this
+        # broker is stopped (SIGSTOP) so it does not compete for the cores.
         cfg.write_text(f"tickTime=2000\ndataDir={zk_dir}\nclientPort={zk_port}\n"
-                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n")
+                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n"
+                       f"maxSessionTimeout={FROZEN_SESSION_TIMEOUT_MS}\n")
         self.zk = Proc("zookeeper", java(self.cp, "org.apache.zookeeper.server.ZooKeeperServerMain",
                                          [str(cfg)]), self.root).start()
         wait_port(zk_port, self.zk.proc)
@@ -178,6 +190,7 @@ class Broker:
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            "zookeeper.session.timeout.ms": str(FROZEN_SESSION_TIMEOUT_MS),
         }
         (self.root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
@@ -189,8 +202,11 @@ class Broker:
         return [str(self.bins["kshard"]),
                 "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
                 "--override", f"log.dirs={self.data}",
+                "--override", f"log.io.mode={self.io_mode}",
                 "--override", "num.partitions=1",
-                "--override", "auto.create.topics.enable=true"]
+                "--override", "auto.create.topics.enable=true",
+                # As Kafka's test config above: ConsumerPerformance joins a group.
+                "--override", "group.initial.rebalance.delay.ms=0"]
 
     def start(self):
         if self.kind == "kafka" and self.zk is None:
@@ -203,6 +219,14 @@ class Broker:
     def stop(self):
         if self.proc:
             self.proc.stop()
+
+    def freeze(self):
+        if self.proc and self.proc.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self):
+        if self.proc and self.proc.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
 
     def stop_all(self):
         self.stop()
@@ -269,6 +293,23 @@ def consumer_performance(cp, b, topic, messages, timeout_s):
             "fetch_mb_per_s": float(f[8]), "fetch_records_per_s": float(f[9])}
 
 
+ETE_AVG_RE = re.compile(r"Avg latency: ([\d.]+) ms")
+ETE_PCT_RE = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99.9th = ([\d.]+)")
+
+
+def end_to_end_latency(cp, b, topic, messages, size, acks, timeout_s):
+    """Kafka's EndToEndLatency: one record at a time, produce then consume
+    it, closed loop (so no fixed rate); milliseconds."""
+    cmd = java(cp, "org.apache.kafka.tools.EndToEndLatency", [b.bootstrap, topic, str(messages), acks, str(size)])
+    note(cmd[cmd.index("org.apache.kafka.tools.EndToEndLatency"):])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    avg, pct = ETE_AVG_RE.search(out.stdout), ETE_PCT_RE.search(out.stdout)
+    if not (avg and pct):
+        raise RuntimeError(f"EndToEndLatency output not understood: {out.stdout[-400:]} {out.stderr[-400:]}")
+    return {"avg_ms": float(avg.group(1)), "p50_ms": float(pct.group(1)), "p99_ms": float(pct.group(2)),
+            "p999_ms": float(pct.group(3))}
+
+
 def machine_ceiling(root, quick):
     res = {}
     if shutil.which("iperf3"):
@@ -300,6 +341,17 @@ def machine_ceiling(root, quick):
             log(f"fio output not understood: {out.stdout[-300:]} {out.stderr[-300:]}")
     else:
         log("fio missing (apt-get install fio): disk ceiling skipped")
+    # Writing a new file through the page cache (no fsync): what buffered
+    # logs pay per byte for fresh page-cache pages on this host.
+    f = root / "pagecache.dat"
+    size_mib = 512 if quick else 2048
+    t0 = time.monotonic()
+    with open(f, "wb") as out:
+        block = b"\0" * (1 << 20)
+        for _ in range(size_mib):
+            out.write(block)
+    res["page_cache_new_file_write_mb_per_s"] = size_mib * 1.048576 / (time.monotonic() - t0)
+    f.unlink(missing_ok=True)
     return res
 
 
@@ -329,7 +381,7 @@ def run(args):
     log("machine ceiling (iperf3, fio)")
     results["ceiling"] = machine_ceiling(root, args.quick)
 
-    brokers = {k: Broker(k, root, bins, cp) for k in ("kafka", "kshard")}
+    brokers = {k: Broker(k, root, bins, cp) for k in BROKERS}
     samplers = {}
     fig = {k: {} for k in brokers}
     try:
@@ -348,14 +400,22 @@ def run(args):
         order = list(brokers)
         for w, (name, fn) in enumerate([("produce_1k_acks1", w_produce_1k), ("produce_100b_acksall", w_produce_100b),
                                         ("consume", w_consume), ("e2e", w_e2e)]):
-            # Alternate which broker goes first.
-            for k in (order if w % 2 == 0 else order[::-1]):
+            # Rotate which broker goes first.
+            for k in order[w % len(order):] + order[:w % len(order)]:
                 log(f"{name} on {k}")
+                # The brokers not under test are stopped, so idle JVM or
+                # shard threads do not take cycles from the one measured.
+                others = [b for n, b in brokers.items() if n != k]
+                for b in others:
+                    b.freeze()
                 try:
                     fig[k].update(fn(bins, cp, brokers[k], D, args))
                 except Exception as e:
                     log(f"  {name} on {k} failed: {e}")
                     fig[k][f"{name}_error"] = str(e)[:300]
+                finally:
+                    for b in others:
+                        b.thaw()
         for k in brokers:
             samplers[k].stop()
             fig[k]["rss_loaded_mib"] = samplers[k].max_kib / 1024
@@ -417,12 +477,18 @@ def w_consume(bins, cp, b, D, args):
 
 
 def w_e2e(bins, cp, b, D, args):
+    # linger 0: each record goes out as soon as the connection has room,
+    # so the figure is the brokers' (the same client runs against both).
     r = perf(bins, ["e2e", "--bootstrap-server", b.bootstrap, "--topic", "w4", "--partitions", "1",
-                    "--throughput", "20000", "--record-size", "1024", "--acks", "all", "--duration-s", str(D)],
-             D * 4 + 120)
+                    "--throughput", "20000", "--record-size", "1024", "--acks", "all", "--linger-ms", "0",
+                    "--duration-s", str(D)], D * 4 + 120)
     lat = r["e2e_latency_ms"]
-    return {"w4_e2e_p50_ms": lat["p50"], "w4_e2e_p99_ms": lat["p99"], "w4_e2e_p999_ms": lat["p999"],
-            "w4_e2e_max_ms": lat["max"], "w4_records_per_s": r["records_per_s"]}
+    out = {"w4_e2e_p50_ms": lat["p50"], "w4_e2e_p99_ms": lat["p99"], "w4_e2e_p999_ms": lat["p999"],
+           "w4_e2e_max_ms": lat["max"], "w4_records_per_s": r["records_per_s"]}
+    e = end_to_end_latency(cp, b, "w4e", 2_000 if args.quick else 10_000, 1024, "all", 600)
+    out.update({"w4_ete_avg_ms": e["avg_ms"], "w4_ete_p50_ms": e["p50_ms"], "w4_ete_p99_ms": e["p99_ms"],
+                "w4_ete_p999_ms": e["p999_ms"]})
+    return out
 
 
 def w_startup(bins, b):
@@ -455,9 +521,11 @@ ROWS = [
     ("w2_pp_records_per_s", "2) produce 100B acks=all, ProducerPerformance rec/s", True),
     ("w3_perf_mb_per_s", "3) consume from start, kshard-perf MB/s", True),
     ("w3_cp_mb_per_s", "3) consume from start, ConsumerPerformance fetch MB/s", True),
-    ("w4_e2e_p50_ms", "4) e2e 20k/s 1KiB acks=all p50 ms", False),
-    ("w4_e2e_p99_ms", "4) e2e 20k/s 1KiB acks=all p99 ms", False),
-    ("w4_e2e_p999_ms", "4) e2e 20k/s 1KiB acks=all p99.9 ms", False),
+    ("w4_e2e_p50_ms", "4) e2e 20k/s 1KiB acks=all, kshard-perf p50 ms", False),
+    ("w4_e2e_p99_ms", "4) e2e 20k/s 1KiB acks=all, kshard-perf p99 ms", False),
+    ("w4_e2e_p999_ms", "4) e2e 20k/s 1KiB acks=all, kshard-perf p99.9 ms", False),
+    ("w4_ete_p50_ms", "4) e2e 1KiB acks=all one at a time, EndToEndLatency p50 ms", False),
+    ("w4_ete_p99_ms", "4) e2e 1KiB acks=all one at a time, EndToEndLatency p99 ms", False),
     ("rss_idle_mib", "5) RSS idle MiB", False),
     ("rss_loaded_mib", "5) RSS loaded (max) MiB", False),
     ("startup_s", f"6) restart to first produce, {STARTUP_PARTITIONS} partitions, s", False),
@@ -466,19 +534,24 @@ ROWS = [
 
 def report(results, args):
     fig = results["figures"]
+    others = [k for k in fig if k != "kafka"]
     table = []
     for key, label, higher in ROWS:
-        ka, ks = fig["kafka"].get(key), fig["kshard"].get(key)
-        ratio = (ks / ka) if (ka and ks is not None) else None
-        table.append({"figure": label, "key": key, "kafka": ka, "kshard": ks, "ratio_kshard_over_kafka": ratio,
-                      "higher_is_better": higher})
+        row = {"figure": label, "key": key, "higher_is_better": higher, "kafka": fig["kafka"].get(key)}
+        for k in others:
+            v = fig[k].get(key)
+            row[k] = v
+            row[f"ratio_{k}_over_kafka"] = (v / row["kafka"]) if (row["kafka"] and v is not None) else None
+        table.append(row)
     results["table"] = table
     ceil = results["ceiling"]
     fractions = {}
-    for k in ("kafka", "kshard"):
+    for k in fig:
         f = {}
         if "disk_odirect_write_mb_per_s" in ceil and "w1_perf_mb_per_s" in fig[k]:
             f["w1_of_disk_write"] = fig[k]["w1_perf_mb_per_s"] / ceil["disk_odirect_write_mb_per_s"]
+        if "page_cache_new_file_write_mb_per_s" in ceil and "w1_perf_mb_per_s" in fig[k]:
+            f["w1_of_page_cache_write"] = fig[k]["w1_perf_mb_per_s"] / ceil["page_cache_new_file_write_mb_per_s"]
         if "loopback_tcp_mb_per_s" in ceil:
             for key in ("w1_perf_mb_per_s", "w3_perf_mb_per_s"):
                 if key in fig[k]:
@@ -492,13 +565,16 @@ def report(results, args):
         return f"{v:,.2f}" if abs(v) < 1000 else f"{v:,.0f}"
 
     w = max(len(r["figure"]) for r in table)
-    print(f"\n{'figure':<{w}}  {'Kafka':>12}  {'kshard':>12}  {'kshard/Kafka':>12}")
-    print("-" * (w + 44))
+    head = f"{'figure':<{w}}  {'Kafka':>10}"
+    for k in others:
+        head += f"  {k:>13}  {'/Kafka':>7}"
+    print("\n" + head)
+    print("-" * len(head))
     for r in table:
-        better = "" if r["ratio_kshard_over_kafka"] is None else (
-            " (higher better)" if r["higher_is_better"] else " (lower better)")
-        print(f"{r['figure']:<{w}}  {fmt(r['kafka']):>12}  {fmt(r['kshard']):>12}  "
-              f"{fmt(r['ratio_kshard_over_kafka']):>12}{better}")
+        line = f"{r['figure']:<{w}}  {fmt(r['kafka']):>10}"
+        for k in others:
+            line += f"  {fmt(r[k]):>13}  {fmt(r[f'ratio_{k}_over_kafka']):>7}"
+        print(line + ("  (higher better)" if r["higher_is_better"] else "  (lower better)"))
     print("\nmachine ceiling (same run):")
     for k, v in ceil.items():
         print(f"  {k}: {v:,.1f}")

@@ -1,6 +1,8 @@
-//! DelayedProduce: an acks=all produce parked in the shard's purgatory
-//! until the high watermark of every partition it appended to passes its
-//! last offset (checkEnoughReplicasReachOffset), or the request timeout.
+//! DelayedProduce: a produce parked in the shard's purgatory until every
+//! partition it appended to has what it waits for, or the request timeout:
+//! acks=all waits for the high watermark to pass its last offset
+//! (checkEnoughReplicasReachOffset); acks=1 on a direct-mode log waits for
+//! its staged append to be written (the log end offset to pass it).
 
 use kshard_shards::oneshot;
 use kshard_shards::timer::purgatory::DelayedOperation;
@@ -9,10 +11,21 @@ use crate::protocol::errors;
 use crate::replica_manager::ProducePartResult;
 use crate::shard_context::ShardContext;
 
+/// What one partition of a delayed produce waits for.
+pub struct ProduceWait {
+    pub topic: String,
+    pub partition: i32,
+    /// The offset the high watermark (acks=all) or the log end offset
+    /// (acks=1) must reach.
+    pub required_offset: i64,
+    pub until_high_watermark: bool,
+    /// Index into `results`.
+    pub index: usize,
+}
+
 pub struct DelayedProduce {
-    /// (topic, partition, offset the HW must reach, index into `results`);
     /// None once satisfied.
-    pub waiting: Vec<Option<(String, i32, i64, usize)>>,
+    pub waiting: Vec<Option<ProduceWait>>,
     pub results: Vec<ProducePartResult>,
     pub done: Option<oneshot::Sender<Vec<ProducePartResult>>>,
 }
@@ -30,26 +43,37 @@ impl DelayedOperation<ShardContext> for DelayedProduce {
         {
             let rm = ctx.replica_manager.borrow();
             for slot in self.waiting.iter_mut() {
-                let Some((t, p, required, idx)) = slot else {
+                let Some(w) = slot else {
                     continue;
                 };
-                let code = match rm.partition(t, *p) {
+                let outcome = match rm.partition(&w.topic, w.partition) {
                     Some(part) if part.is_leader => {
-                        if part.high_watermark() < *required {
-                            continue;
-                        }
-                        if (part.isr_len() as i32) < part.config.min_insync_replicas {
-                            errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                        if part.log.write_failure().is_some() {
+                            Some(errors::KAFKA_STORAGE_ERROR)
+                        } else if w.until_high_watermark {
+                            (part.high_watermark() >= w.required_offset).then(|| {
+                                if (part.isr_len() as i32) < part.config.min_insync_replicas {
+                                    errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                                } else {
+                                    errors::NONE
+                                }
+                            })
                         } else {
-                            errors::NONE
+                            (part.log.log_end_offset() >= w.required_offset).then_some(errors::NONE)
                         }
                     }
                     // Leadership moved or the partition is gone while waiting.
-                    _ => errors::NOT_LEADER_OR_FOLLOWER,
+                    _ => Some(errors::NOT_LEADER_OR_FOLLOWER),
+                };
+                let code = match outcome {
+                    Some(code) => code,
+                    // Shutting down: what has not arrived will not.
+                    None if ctx.shutting_down.get() => errors::NOT_LEADER_OR_FOLLOWER,
+                    None => continue,
                 };
                 if code != errors::NONE {
-                    self.results[*idx].error_code = code;
-                    self.results[*idx].base_offset = -1;
+                    self.results[w.index].error_code = code;
+                    self.results[w.index].base_offset = -1;
                 }
                 *slot = None;
             }
@@ -62,9 +86,9 @@ impl DelayedOperation<ShardContext> for DelayedProduce {
     }
 
     fn on_expiration(&mut self, _ctx: &ShardContext) {
-        for (_, _, _, idx) in self.waiting.iter().flatten() {
-            self.results[*idx].error_code = errors::REQUEST_TIMED_OUT;
-            self.results[*idx].base_offset = -1;
+        for w in self.waiting.iter().flatten() {
+            self.results[w.index].error_code = errors::REQUEST_TIMED_OUT;
+            self.results[w.index].base_offset = -1;
         }
         self.finish();
     }

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod coordinator;
 pub mod delayed_fetch;
 pub mod delayed_produce;
+mod direct_writer;
 pub mod fetch_session;
 pub mod handlers;
 pub mod leader_epoch;

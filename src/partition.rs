@@ -5,14 +5,16 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use uuid::Uuid;
 
 use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
 use kshard_shards::log::config::{IoMode, LogConfig};
+use kshard_shards::log::direct_write::DirectWrite;
 use kshard_shards::log::log::{Log, ReadError};
+use kshard_shards::log::patched::PatchedRecords;
 use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
-use kshard_shards::log::validate::{ValidationConfig, Validator};
+use kshard_shards::log::validate::{ValidationConfig, ValidationError, Validator};
 use kshard_shards::log::FileSlice;
 
 use crate::config::topic::TopicConfig;
@@ -59,6 +61,11 @@ pub struct Partition {
     pub config: Arc<TopicConfig>,
     io_mode: IoMode,
     validation: ValidationConfig,
+    /// A task is writing this log's staged appends (direct mode).
+    pub direct_writer_running: bool,
+    /// Produce answers NOT_LEADER_OR_FOLLOWER while set: a role change or
+    /// close waits for the staged appends to land.
+    pub appends_fenced: bool,
 }
 
 /// The log settings of a topic; `io_mode` is broker-wide (`log.io.mode`).
@@ -154,6 +161,8 @@ impl Partition {
             leadership: crate::replication::Leadership::default(),
             config,
             io_mode,
+            direct_writer_running: false,
+            appends_fenced: false,
         })
     }
 
@@ -192,13 +201,23 @@ impl Partition {
         self.hw = hw.clamp(self.log.log_start_offset(), self.log.log_end_offset());
     }
 
-    /// Validates, deduplicates (idempotent producers), assigns offsets and appends.
+    /// Validates, deduplicates (idempotent producers), assigns offsets and
+    /// appends; with `allow_staging` a direct-mode log stages the append for
+    /// an asynchronous write instead (see `kshard_shards::log::direct_write`):
+    /// it is then not in the log until `complete_direct_write`.
     pub fn append_records_as_leader(
         &mut self,
-        records: &[u8],
+        records: &Bytes,
         validator: &mut Validator,
         now_ms: i64,
+        allow_staging: bool,
     ) -> Result<AppendResult, AppendError> {
+        if let Some(reason) = self.log.write_failure() {
+            return Err(AppendError {
+                error_code: errors::KAFKA_STORAGE_ERROR,
+                message: format!("the log stopped after a failed write: {reason}"),
+            });
+        }
         // Sequence checks come first: a duplicate is answered with the
         // original offsets and nothing is appended.
         let mut first = true;
@@ -239,48 +258,104 @@ impl Partition {
             }
             first = false;
         }
-        let mut buf = BytesMut::from(records);
-        let next_offset = self.log.log_end_offset();
-        let info = validator
-            .validate_and_assign_offsets(
-                &mut buf,
-                next_offset,
-                self.leader_epoch,
-                now_ms,
-                &self.validation,
-            )
-            .map_err(|e| AppendError {
-                error_code: e.error_code(),
-                message: e.to_string(),
-            })?;
+        let next_offset = self.log.next_offset();
+        let validation_error = |e: ValidationError| AppendError {
+            error_code: e.error_code(),
+            message: e.to_string(),
+        };
+        let storage_error = |e: io::Error| AppendError {
+            error_code: errors::KAFKA_STORAGE_ERROR,
+            message: format!("append failed: {e}"),
+        };
+        let info = if allow_staging && self.log.stages_appends() {
+            // Direct mode: the request's bytes are staged as they are, with
+            // the headers offset assignment rewrote beside them.
+            let mut headers = Vec::with_capacity(1);
+            let info = validator
+                .validate_and_patch_headers(
+                    records,
+                    next_offset,
+                    self.leader_epoch,
+                    now_ms,
+                    &self.validation,
+                    &mut headers,
+                )
+                .map_err(validation_error)?;
+            let staged = PatchedRecords::new(records.slice(..info.valid_bytes), headers);
+            let stored: Vec<BatchHeader> = staged.headers().flatten().collect();
+            self.log.stage(staged, info).map_err(storage_error)?;
+            for h in stored.iter().filter(|h| h.has_producer_id()) {
+                self.producer_state.update(h, now_ms);
+            }
+            info
+        } else {
+            let mut buf = BytesMut::from(&records[..]);
+            let info = validator
+                .validate_and_assign_offsets(
+                    &mut buf,
+                    next_offset,
+                    self.leader_epoch,
+                    now_ms,
+                    &self.validation,
+                )
+                .map_err(validation_error)?;
+            let appended = &buf[..info.valid_bytes];
+            let rolled = self
+                .log
+                .append(appended, &info, now_ms)
+                .map_err(storage_error)?;
+            if let Some(new_base) = rolled {
+                self.snapshot_producer_state(new_base);
+            }
+            debug_assert_eq!(self.log.log_end_offset(), info.last_offset + 1);
+            for (_, h, _) in BatchIter::new(appended).flatten() {
+                if h.has_producer_id() {
+                    self.producer_state.update(&h, now_ms);
+                }
+            }
+            info
+        };
         debug_assert_eq!(info.first_offset, next_offset);
-        let rolled = self
-            .log
-            .append(&buf[..info.valid_bytes], &info, now_ms)
-            .map_err(|e| AppendError {
-                error_code: errors::KAFKA_STORAGE_ERROR,
-                message: format!("append failed: {e}"),
-            })?;
-        if let Some(new_base) = rolled {
-            if let Err(e) = self.producer_state.take_snapshot(new_base) {
-                log::warn!(
-                    "{}-{}: producer snapshot at {new_base}: {e}",
-                    self.topic,
-                    self.partition
-                );
-            }
-        }
-        for (_, h, _) in BatchIter::new(&buf[..info.valid_bytes]).flatten() {
-            if h.has_producer_id() {
-                self.producer_state.update(&h, now_ms);
-            }
-        }
-        debug_assert_eq!(self.log.log_end_offset(), info.last_offset + 1);
+        debug_assert_eq!(self.log.next_offset(), info.last_offset + 1);
         Ok(AppendResult {
             base_offset: info.first_offset,
             log_append_time_ms: info.log_append_time_ms,
             log_start_offset: self.log.log_start_offset(),
         })
+    }
+
+    fn snapshot_producer_state(&mut self, offset: i64) {
+        if let Err(e) = self.producer_state.take_snapshot(offset) {
+            log::warn!(
+                "{}-{}: producer snapshot at {offset}: {e}",
+                self.topic,
+                self.partition
+            );
+        }
+    }
+
+    /// The next asynchronous write of staged appends, if one can start.
+    pub fn begin_direct_write(&mut self, now_ms: i64) -> io::Result<Option<DirectWrite>> {
+        self.log.begin_write(now_ms)
+    }
+
+    /// A write from `begin_direct_write` finished: its appends join the
+    /// log and may move the high watermark (true if it moved). A
+    /// producer-state snapshot is taken after a roll once the log has
+    /// nothing staged, so the snapshot never runs ahead of the file.
+    pub fn complete_direct_write(&mut self, write: DirectWrite, result: io::Result<()>) -> bool {
+        if let Err(e) = self.log.complete_write(write, result) {
+            log::error!(
+                "{}-{}: direct write failed, the partition takes no more appends: {e}",
+                self.topic,
+                self.partition
+            );
+            return false;
+        }
+        if self.log.take_snapshot_point() {
+            self.snapshot_producer_state(self.log.log_end_offset());
+        }
+        self.maybe_increment_high_watermark()
     }
 
     /// Reads for a consumer: whole batches below the high watermark.

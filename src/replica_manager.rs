@@ -328,14 +328,21 @@ impl ReplicaManager {
         Ok(())
     }
 
-    pub fn append(&mut self, part: &ProducePart, now_ms: i64) -> ProducePartResult {
+    /// Appends one partition's records as leader; see
+    /// `Partition::append_records_as_leader` for `allow_staging`.
+    pub fn append(
+        &mut self,
+        part: &ProducePart,
+        now_ms: i64,
+        allow_staging: bool,
+    ) -> ProducePartResult {
         let absent = self.absent_error();
         let found = self
             .topics
             .get_mut(part.topic.as_str())
             .and_then(|t| t.get_mut(&part.partition));
         let partition = match found {
-            Some(p) if p.is_leader => p,
+            Some(p) if p.is_leader && !p.appends_fenced => p,
             other => {
                 return ProducePartResult {
                     error_code: if other.is_some() {
@@ -350,7 +357,12 @@ impl ReplicaManager {
                 }
             }
         };
-        match partition.append_records_as_leader(&part.records, &mut self.validator, now_ms) {
+        match partition.append_records_as_leader(
+            &part.records,
+            &mut self.validator,
+            now_ms,
+            allow_staging,
+        ) {
             Ok(r) => {
                 // A single replica (or an ISR of one) commits at once.
                 partition.maybe_increment_high_watermark();

@@ -102,11 +102,40 @@ impl ReplicaManager {
             .then_some(errors::NOT_ENOUGH_REPLICAS)
     }
 
-    /// The log end offset if the high watermark has not reached it yet.
+    /// The next offset to assign if the high watermark has not reached it
+    /// yet (acks=all waits for it).
     pub fn uncommitted_end(&self, topic: &str, partition: i32) -> Option<i64> {
         let p = self.partition(topic, partition)?;
-        let leo = p.log.log_end_offset();
-        (p.high_watermark() < leo).then_some(leo)
+        let next = p.log.next_offset();
+        (p.high_watermark() < next).then_some(next)
+    }
+
+    /// The next offset to assign if staged appends are not written yet
+    /// (acks=1 in direct mode waits for the log end offset to reach it).
+    pub fn unwritten_end(&self, topic: &str, partition: i32) -> Option<i64> {
+        let p = self.partition(topic, partition)?;
+        p.log.has_staged_writes().then(|| p.log.next_offset())
+    }
+
+    /// Fences (or unfences) produce appends to the partitions `filter`
+    /// selects, so their staged appends can drain before a role change.
+    pub fn set_appends_fenced(&mut self, filter: impl Fn(&str, i32) -> bool, fenced: bool) {
+        for (topic, parts) in self.topics.iter_mut() {
+            for (&id, p) in parts.iter_mut() {
+                if filter(topic, id) {
+                    p.appends_fenced = fenced;
+                }
+            }
+        }
+    }
+
+    /// Whether any partition `filter` selects has appends not yet written.
+    pub fn any_staged_writes(&self, filter: impl Fn(&str, i32) -> bool) -> bool {
+        self.topics.iter().any(|(topic, parts)| {
+            parts
+                .iter()
+                .any(|(&id, p)| p.log.has_staged_writes() && filter(topic, id))
+        })
     }
 
     /// The partitions this shard leads (for the ISR expiration task).

@@ -166,7 +166,7 @@ pub struct ShardContext {
     ticker_notify: RefCell<Option<std::task::Waker>>,
     pub shutting_down: Cell<bool>,
     /// Blocks of direct-mode segments for fetch (DMA reads, no page cache).
-    pub read_cache: ReadCache,
+    pub read_cache: Rc<ReadCache>,
 }
 
 impl ShardContext {
@@ -217,7 +217,7 @@ impl ShardContext {
             ticker_wake: Cell::new(None),
             ticker_notify: RefCell::new(None),
             shutting_down: Cell::new(false),
-            read_cache: ReadCache::new(DEFAULT_READ_CACHE_CAPACITY_BYTES),
+            read_cache: Rc::new(ReadCache::new(DEFAULT_READ_CACHE_CAPACITY_BYTES)),
         }
     }
 

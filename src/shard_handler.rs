@@ -10,10 +10,42 @@ use kshard_shards::mailbox::LocalBoxFuture;
 use kshard_shards::oneshot;
 
 use crate::delayed_fetch::DelayedFetch;
-use crate::delayed_produce::DelayedProduce;
+use crate::delayed_produce::{DelayedProduce, ProduceWait};
 use crate::handlers;
 use crate::protocol::errors;
 use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
+
+/// The longest a role change or close waits for staged appends to land.
+const QUIESCE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `apply` on partitions `ids` at once if none has staged appends
+/// (always so in buffered mode, keeping arrival order); otherwise fences
+/// their appends, waits for the staged ones to be written, then applies.
+fn run_quiesced<R: 'static>(
+    ctx: Rc<ShardContext>,
+    ids: Vec<(String, i32)>,
+    apply: impl FnOnce(&Rc<ShardContext>) -> R + 'static,
+    wrap: impl FnOnce(R) -> ShardResponse + 'static,
+) -> LocalBoxFuture<ShardResponse> {
+    let selects = move |ids: &[(String, i32)], t: &str, p: i32| {
+        ids.iter().any(|(it, ip)| it == t && *ip == p)
+    };
+    let busy = ctx
+        .replica_manager
+        .borrow()
+        .any_staged_writes(|t, p| selects(&ids, t, p));
+    if !busy {
+        let r = apply(&ctx);
+        return Box::pin(async move { wrap(r) });
+    }
+    Box::pin(async move {
+        ctx.quiesce_direct_writes(|t, p| selects(&ids, t, p), QUIESCE_TIMEOUT)
+            .await;
+        let r = apply(&ctx);
+        ctx.unfence_appends(|t, p| selects(&ids, t, p));
+        wrap(r)
+    })
+}
 
 pub fn handle_shard_request(
     ctx: Rc<ShardContext>,
@@ -44,19 +76,40 @@ pub fn handle_shard_request(
                                 };
                             }
                         }
-                        let r = rm.append(p, now);
-                        if acks == -1 && r.error_code == errors::NONE {
-                            if let Some(required) = rm.uncommitted_end(&p.topic, p.partition) {
-                                waiting.push(Some((p.topic.clone(), p.partition, required, i)));
-                            }
+                        let r = rm.append(p, now, true);
+                        if r.error_code != errors::NONE {
+                            return r;
+                        }
+                        // acks=all waits for the high watermark; acks=1 for
+                        // a staged (direct-mode) append to be written. A
+                        // duplicate waits for everything staged before it.
+                        let wait = match acks {
+                            -1 => rm
+                                .uncommitted_end(&p.topic, p.partition)
+                                .map(|offset| (offset, true)),
+                            1 => rm
+                                .unwritten_end(&p.topic, p.partition)
+                                .map(|offset| (offset, false)),
+                            _ => None,
+                        };
+                        if let Some((required_offset, until_high_watermark)) = wait {
+                            waiting.push(Some(ProduceWait {
+                                topic: p.topic.clone(),
+                                partition: p.partition,
+                                required_offset,
+                                until_high_watermark,
+                                index: i,
+                            }));
                         }
                         r
                     })
                     .collect()
             };
-            // New data wakes followers' fetches (and consumers', if the HW moved).
             for (p, r) in parts.iter().zip(&results) {
                 if r.error_code == errors::NONE {
+                    // Staged appends need their writer; written ones wake
+                    // followers' fetches (and consumers', if the HW moved).
+                    ctx.schedule_direct_write(&p.topic, p.partition);
                     ctx.on_high_watermark_advanced(&p.topic, p.partition);
                 }
             }
@@ -67,7 +120,7 @@ pub fn handle_shard_request(
             let keys: Vec<(String, i32)> = waiting
                 .iter()
                 .flatten()
-                .map(|(t, p, _, _)| (t.clone(), *p))
+                .map(|w| (w.topic.clone(), w.partition))
                 .collect();
             let op = DelayedProduce {
                 waiting,
@@ -155,16 +208,28 @@ pub fn handle_shard_request(
             Box::pin(async move { ShardResponse::Done })
         }
         ShardRequest::DeleteLogs { topic } => {
-            let ids = ctx.replica_manager.borrow().partition_ids(&topic);
-            if let Err(e) = ctx.replica_manager.borrow_mut().delete_topic(&topic) {
-                log::error!("deleting logs of {topic}: {e}");
+            let delete = move |ctx: &ShardContext, topic: &str| {
+                let ids = ctx.replica_manager.borrow().partition_ids(topic);
+                if let Err(e) = ctx.replica_manager.borrow_mut().delete_topic(topic) {
+                    log::error!("deleting logs of {topic}: {e}");
+                }
+                // Fetches parked on the deleted partitions complete with the error.
+                for p in ids {
+                    ctx.on_high_watermark_advanced(topic, p);
+                }
+                ctx.fetch_sessions.borrow_mut().forget_topic(topic);
+            };
+            let selects = |t: &str, _: i32| t == topic;
+            if !ctx.replica_manager.borrow().any_staged_writes(selects) {
+                delete(&ctx, &topic);
+                return Box::pin(async move { ShardResponse::Done });
             }
-            // Fetches parked on the deleted partitions complete with the error.
-            for p in ids {
-                ctx.on_high_watermark_advanced(&topic, p);
-            }
-            ctx.fetch_sessions.borrow_mut().forget_topic(&topic);
-            Box::pin(async move { ShardResponse::Done })
+            Box::pin(async move {
+                let selects = |t: &str, _: i32| t == topic;
+                ctx.quiesce_direct_writes(selects, QUIESCE_TIMEOUT).await;
+                delete(&ctx, &topic);
+                ShardResponse::Done
+            })
         }
         ShardRequest::UpdateTopicConfig { topic } => {
             ctx.replica_manager.borrow_mut().update_topic_config(&topic);
@@ -196,35 +261,46 @@ pub fn handle_shard_request(
             parts,
             leaders,
         } => {
-            let codes = ctx.replica_manager.borrow_mut().become_leader_or_follower(
-                &topic,
-                &parts,
-                ctx.broker_id(),
-                now_ms() as i64,
-            );
-            update_fetchers(&ctx, &topic, &parts, &codes, &leaders);
-            // Fetches and produces parked on partitions that changed role re-check.
-            for p in &parts {
-                ctx.on_high_watermark_advanced(&topic.name, p.partition);
-            }
-            Box::pin(async move { ShardResponse::PartitionErrors(codes) })
+            let ids: Vec<(String, i32)> = parts
+                .iter()
+                .map(|p| (topic.name.clone(), p.partition))
+                .collect();
+            let apply = move |ctx: &Rc<ShardContext>| {
+                let codes = ctx.replica_manager.borrow_mut().become_leader_or_follower(
+                    &topic,
+                    &parts,
+                    ctx.broker_id(),
+                    now_ms() as i64,
+                );
+                update_fetchers(ctx, &topic, &parts, &codes, &leaders);
+                // Fetches and produces parked on partitions that changed role re-check.
+                for p in &parts {
+                    ctx.on_high_watermark_advanced(&topic.name, p.partition);
+                }
+                codes
+            };
+            run_quiesced(ctx, ids, apply, ShardResponse::PartitionErrors)
         }
         ShardRequest::StopReplicas {
             topic,
             parts,
             delete,
         } => {
-            let codes = ctx
-                .replica_manager
-                .borrow_mut()
-                .stop_replicas(&topic, &parts, delete);
-            for (p, _) in &parts {
-                ctx.on_high_watermark_advanced(&topic, *p);
-            }
-            if delete {
-                ctx.fetch_sessions.borrow_mut().forget_topic(&topic);
-            }
-            Box::pin(async move { ShardResponse::PartitionErrors(codes) })
+            let ids: Vec<(String, i32)> = parts.iter().map(|(p, _)| (topic.clone(), *p)).collect();
+            let apply = move |ctx: &Rc<ShardContext>| {
+                let codes = ctx
+                    .replica_manager
+                    .borrow_mut()
+                    .stop_replicas(&topic, &parts, delete);
+                for (p, _) in &parts {
+                    ctx.on_high_watermark_advanced(&topic, *p);
+                }
+                if delete {
+                    ctx.fetch_sessions.borrow_mut().forget_topic(&topic);
+                }
+                codes
+            };
+            run_quiesced(ctx, ids, apply, ShardResponse::PartitionErrors)
         }
         ShardRequest::InterBroker {
             api_key,

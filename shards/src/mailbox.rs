@@ -92,6 +92,8 @@ impl<Req: Send + 'static, Resp: Send + 'static> MailboxBuilder<Req, Resp> {
             inboxes: self.inboxes,
             next_call_id: Cell::new(1),
             pending: RefCell::new(HashMap::new()),
+            full_tickets_issued: (0..nr_shards).map(|_| Cell::new(0)).collect(),
+            full_ticket_serving: (0..nr_shards).map(|_| Cell::new(0)).collect(),
         });
         // SAFETY: `fd` is the read end of a socket pair we created and that
         // nothing else owns (swapped out above).
@@ -118,6 +120,12 @@ pub struct Mailbox<Req: Send + 'static, Resp: Send + 'static> {
     inboxes: Arc<Vec<Inbox<Req, Resp>>>,
     next_call_id: Cell<u64>,
     pending: RefCell<HashMap<u64, oneshot::Sender<Resp>>>,
+    /// Per target: tickets handed to pushes that found the queue full, and
+    /// the ticket whose turn it is. Pushes from this shard land in the order
+    /// they were made, full queue or not (a pipelined connection relies on
+    /// its produces reaching the owner in request order).
+    full_tickets_issued: Vec<Cell<u64>>,
+    full_ticket_serving: Vec<Cell<u64>>,
 }
 
 /// The target shard is gone (shutting down).
@@ -133,19 +141,39 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mailbox<Req, Resp> {
     }
 
     /// Pushes to `target`'s queue, waiting while it is full (bounded memory;
-    /// receivers never block, so the queue always drains).
+    /// receivers never block, so the queue always drains). Waiting pushes
+    /// take tickets, so a later push never overtakes an earlier one.
     async fn push(&self, target: usize, mut envelope: Envelope<Req, Resp>) {
         let inbox = &self.inboxes[target];
-        loop {
+        let issued = &self.full_tickets_issued[target];
+        let serving = &self.full_ticket_serving[target];
+        if issued.get() == serving.get() {
             match inbox.queue.push(envelope) {
-                Ok(()) => break,
-                Err(back) => {
-                    envelope = back;
-                    ring(inbox);
-                    glommio::timer::sleep(Duration::from_micros(50)).await;
+                Ok(()) => {
+                    self.ring_if_sleeping(inbox);
+                    return;
                 }
+                Err(back) => envelope = back,
             }
         }
+        let ticket = issued.get();
+        issued.set(ticket + 1);
+        loop {
+            if serving.get() == ticket {
+                match inbox.queue.push(envelope) {
+                    Ok(()) => break,
+                    Err(back) => envelope = back,
+                }
+            }
+            ring(inbox);
+            glommio::timer::sleep(Duration::from_micros(50)).await;
+        }
+        serving.set(ticket + 1);
+        debug_assert!(serving.get() <= issued.get());
+        self.ring_if_sleeping(inbox);
+    }
+
+    fn ring_if_sleeping(&self, inbox: &Inbox<Req, Resp>) {
         if inbox.sleeping.swap(false, Ordering::SeqCst) {
             ring(inbox);
         }
@@ -277,7 +305,7 @@ mod tests {
                 }
             }
         };
-        crate::shard::run_shards(2, false, body).unwrap();
+        crate::shard::run_shards(2, false, crate::shard::MIN_IO_MEMORY_BYTES, body).unwrap();
         assert_eq!(answered.load(Ordering::Relaxed), 2 * TASKS * CALLS_PER_TASK);
     }
 }

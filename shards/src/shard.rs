@@ -18,10 +18,21 @@ pub fn available_cores() -> Vec<usize> {
     ids
 }
 
+/// glommio's default I/O arena per executor (registered with io_uring and
+/// so resident): what direct I/O's DMA buffers come from.
+pub const DIRECT_IO_MEMORY_BYTES: usize = 10 * 1024 * 1024;
+/// The arena when nothing uses DMA buffers (page-cache I/O): glommio's floor.
+pub const MIN_IO_MEMORY_BYTES: usize = 64 * 1024;
+
 /// Starts `nr_shards` executors, shard i pinned to the i-th available core
-/// (wrapping when there are more shards than cores), each running `body(i)`,
-/// and waits for all of them to finish.
-pub fn run_shards<F, Fut>(nr_shards: usize, pin: bool, body: F) -> io::Result<()>
+/// (wrapping when there are more shards than cores), each running `body(i)`
+/// with an I/O arena of `io_memory_bytes`, and waits for all of them.
+pub fn run_shards<F, Fut>(
+    nr_shards: usize,
+    pin: bool,
+    io_memory_bytes: usize,
+    body: F,
+) -> io::Result<()>
 where
     F: Fn(usize) -> Fut + Send + Clone + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
@@ -38,6 +49,7 @@ where
         let body = body.clone();
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("shard-{shard_id}"))
+            .io_memory(io_memory_bytes.max(MIN_IO_MEMORY_BYTES))
             .spawn(move || body(shard_id))
             .map_err(|e| io::Error::other(format!("starting shard {shard_id}: {e}")))?;
         handles.push(handle);

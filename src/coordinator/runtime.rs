@@ -38,7 +38,7 @@ impl OffsetsLog for LocalOffsetsLog<'_> {
             .ctx
             .replica_manager
             .borrow_mut()
-            .append(&part, self.now_ms);
+            .append(&part, self.now_ms, false);
         if r.error_code == errors::NONE {
             self.ctx
                 .on_high_watermark_advanced(OFFSETS_TOPIC, partition);

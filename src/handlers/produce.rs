@@ -8,6 +8,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
+use crate::coordinator::OFFSETS_TOPIC;
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica_manager::{ProducePart, ProducePartResult};
 use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
@@ -49,6 +50,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 info.is_some_and(|t| p.index >= 0 && (p.index as usize) < t.partitions.len());
             if !exists {
                 results[idx] = Some(failed(errors::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            }
+            // Kafka: "Cannot append to internal topic"; only the group
+            // coordinator writes `__consumer_offsets`.
+            if name == OFFSETS_TOPIC {
+                results[idx] = Some(failed(errors::INVALID_TOPIC_EXCEPTION));
                 continue;
             }
             let Some(records) = &p.records else {

@@ -28,6 +28,10 @@ use crate::shard_context::{
     now_ms, CheckpointEntry, ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD,
 };
 
+/// Envelopes per shard inbox. Each takes ~150 bytes up front (crossbeam
+/// initializes every slot), so 65,536 cost 10 MiB per shard of idle RSS; a
+/// full inbox only makes senders wait their turn.
+const MAILBOX_CAPACITY: usize = 4096;
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 
@@ -262,7 +266,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     let nr_shards = config.num_shards.max(1);
-    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(nr_shards, 65536)
+    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(nr_shards, MAILBOX_CAPACITY)
         .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
     let controller_slot = Arc::new(Mutex::new(controller));
     // Set by shard 0 once controlled shutdown is done, so the other shards
@@ -443,6 +447,9 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                     .borrow_mut()
                     .advance_clock(&ctx, u64::MAX / 2);
                 glommio::timer::sleep(Duration::from_millis(20)).await;
+                // Direct mode: staged appends land before the logs close.
+                ctx.quiesce_direct_writes(|_, _| true, Duration::from_secs(10))
+                    .await;
                 let entries = ctx.replica_manager.borrow_mut().close_all();
                 final_checkpoints
                     .lock()
@@ -451,7 +458,12 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
             }
         }
     };
-    kshard_shards::shard::run_shards(nr_shards, true, body).map_err(|e| e.to_string())?;
+    let io_memory_bytes = match config.log_io_mode {
+        crate::config::LogIoMode::Direct => kshard_shards::shard::DIRECT_IO_MEMORY_BYTES,
+        crate::config::LogIoMode::Buffered => kshard_shards::shard::MIN_IO_MEMORY_BYTES,
+    };
+    kshard_shards::shard::run_shards(nr_shards, true, io_memory_bytes, body)
+        .map_err(|e| e.to_string())?;
     if let Some(c) = &cluster {
         // The registration goes now, not after the session timeout.
         c.close_session();
@@ -460,10 +472,11 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let entries = final_checkpoints.lock().expect("checkpoints").clone();
     write_checkpoints(&log_dir, &entries).map_err(|e| format!("writing checkpoints: {e}"))?;
     log::info!(
-        "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied, {} bytes from the direct-I/O read cache",
+        "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied, {} bytes from the direct-I/O read cache, {} bytes from direct-mode tail caches",
         sendfile::SENDFILE_BYTES.load(Ordering::Relaxed),
         sendfile::COPIED_BYTES.load(Ordering::Relaxed),
-        sendfile::READ_CACHE_BYTES.load(Ordering::Relaxed)
+        sendfile::READ_CACHE_BYTES.load(Ordering::Relaxed),
+        sendfile::TAIL_CACHE_BYTES_SENT.load(Ordering::Relaxed)
     );
     if !errors.is_empty() {
         return Err(errors.join("; "));

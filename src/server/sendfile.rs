@@ -8,14 +8,19 @@
 //! Slices of `log.io.mode=direct` logs skip the page cache: their bytes come
 //! from the shard's [`ReadCache`] (DMA reads) and go out by async writes.
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::unix::io::AsRawFd;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 
-use kshard_shards::log::read_cache::ReadCache;
+use glommio::io::ReadResult;
+use kshard_shards::log::read_cache::{ReadCache, READ_CACHE_BLOCK_BYTES};
+
+use crate::protocol::Chunk;
 use kshard_shards::log::FileSlice;
 
 /// Bytes sent by sendfile(2) and bytes copied through user space, process-wide.
@@ -23,6 +28,15 @@ pub static SENDFILE_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Bytes of direct-mode slices sent from the direct-I/O read cache.
 pub static READ_CACHE_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Bytes of direct-mode slices sent from a log's tail cache (in memory).
+pub static TAIL_CACHE_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
+
+/// Sends a slice whose bytes are already in memory (a tail-cache read).
+pub async fn send_cached_bytes(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
+    stream.write_all(bytes).await?;
+    TAIL_CACHE_BYTES_SENT.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
 
 const FALLBACK_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -92,21 +106,97 @@ pub async fn send_file_slice(
     Ok(())
 }
 
-/// Sends a direct-mode slice block by block from the shard's read cache.
-pub async fn send_cached_slice(
-    stream: &mut TcpStream,
-    slice: &FileSlice,
-    cache: &ReadCache,
-) -> io::Result<()> {
-    debug_assert!(slice.direct);
+/// Read-cache blocks read ahead of the one being sent, so the device works
+/// while the socket drains (1 MiB with 128 KiB blocks).
+const READ_AHEAD_BLOCKS: usize = 32;
+
+/// Where the chunks of `slice` start: its position, then every read-cache
+/// block boundary before its end.
+fn chunk_starts(slice: &FileSlice) -> impl Iterator<Item = u64> {
     let end = slice.position + slice.len as u64;
-    let mut pos = slice.position;
-    while pos < end {
-        let chunk = cache.read_chunk(slice, pos).await?;
-        debug_assert!(!chunk.is_empty() && pos + chunk.len() as u64 <= end);
-        stream.write_all(&chunk).await?;
-        pos += chunk.len() as u64;
-        READ_CACHE_BYTES.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+    let block = READ_CACHE_BLOCK_BYTES as u64;
+    let first_boundary = (slice.position / block + 1) * block;
+    std::iter::once(slice.position).chain((first_boundary..end).step_by(READ_CACHE_BLOCK_BYTES))
+}
+
+/// Sends a response holding direct-mode slices: their blocks come from the
+/// shard's read cache, with up to `READ_AHEAD_BLOCKS` DMA reads in flight
+/// ahead of the socket across all the response's slices.
+pub async fn send_with_read_ahead(
+    stream: &mut TcpStream,
+    chunks: Vec<Chunk>,
+    cache: &Rc<ReadCache>,
+) -> io::Result<()> {
+    let read = |slice: &FileSlice, pos: u64| {
+        let (cache, slice) = (cache.clone(), slice.clone());
+        glommio::spawn_local(async move { cache.read_chunk(&slice, pos).await })
+    };
+    // Every block to send, in order, as (slice, chunk start); the first
+    // READ_AHEAD_BLOCKS start now, one more each time one is sent.
+    let mut blocks = chunks
+        .iter()
+        .filter_map(|c| match c {
+            Chunk::File(f) if f.direct && f.cached.is_none() => Some(f),
+            _ => None,
+        })
+        .flat_map(|f| chunk_starts(f).map(move |pos| (f, pos)));
+    let mut reading: VecDeque<glommio::Task<io::Result<ReadResult>>> = blocks
+        .by_ref()
+        .take(READ_AHEAD_BLOCKS)
+        .map(|(f, pos)| read(f, pos))
+        .collect();
+    let mut scratch = Vec::new();
+    for chunk in &chunks {
+        match chunk {
+            Chunk::Bytes(b) => stream.write_all(b).await?,
+            Chunk::File(FileSlice {
+                cached: Some(b), ..
+            }) => send_cached_bytes(stream, b).await?,
+            Chunk::File(f) if !f.direct => send_file_slice(stream, f, &mut scratch).await?,
+            Chunk::File(f) => {
+                for _ in chunk_starts(f) {
+                    let task = reading
+                        .pop_front()
+                        .expect("one read per block, started in order");
+                    if let Some((f, pos)) = blocks.next() {
+                        reading.push_back(read(f, pos));
+                    }
+                    let data = task.await?;
+                    stream.write_all(&data).await?;
+                    READ_CACHE_BYTES.fetch_add(data.len() as u64, Ordering::Relaxed);
+                }
+            }
+        }
     }
+    debug_assert!(reading.is_empty());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn slice(position: u64, len: u32) -> FileSlice {
+        FileSlice {
+            file: Arc::new(std::fs::File::open("/dev/null").unwrap()),
+            position,
+            len,
+            direct: true,
+            cached: None,
+        }
+    }
+
+    #[test]
+    fn chunks_start_at_the_slice_then_at_block_boundaries() {
+        let b = READ_CACHE_BLOCK_BYTES as u64;
+        let starts: Vec<u64> = chunk_starts(&slice(10, 5)).collect();
+        assert_eq!(starts, vec![10]);
+        let starts: Vec<u64> = chunk_starts(&slice(b - 1, 2)).collect();
+        assert_eq!(starts, vec![b - 1, b]);
+        let starts: Vec<u64> = chunk_starts(&slice(0, 3 * b as u32)).collect();
+        assert_eq!(starts, vec![0, b, 2 * b]);
+        let starts: Vec<u64> = chunk_starts(&slice(b, b as u32)).collect();
+        assert_eq!(starts, vec![b]);
+    }
 }

@@ -5,7 +5,10 @@ random broker (leader, follower or controller) is killed and restarted
 KILLS times. Afterwards every partition is read from offset 0: each
 acknowledged record must be there exactly once at its acknowledged offset,
 per-producer order kept within a partition, no offset gaps below the high
-watermark. The long version is scripts/soak.sh."""
+watermark. It runs with kshard's page-cache logs and again with
+log.io.mode=direct (asynchronous O_DIRECT appends, acknowledged once
+written; LeaderAndIsr waits for staged appends before a role change). The
+long version is scripts/soak.sh."""
 
 import json
 import os
@@ -44,8 +47,14 @@ def _keep(request, tmp_path, summary=None, check=None):
 
 @pytest.mark.needs_replication
 @pytest.mark.timeout(240 + KILLS * PER_KILL_S)
-def test_kill_loop(cluster, tmp_path, request):
-    cluster.start(3, du.CLUSTER_OVERRIDES)
+@pytest.mark.parametrize("io_mode", ["buffered", "direct"])
+def test_kill_loop(cluster, tmp_path, request, io_mode):
+    if io_mode == "direct" and cl.TARGET == "kafka":
+        pytest.skip("log.io.mode is kshard's")
+    overrides = dict(du.CLUSTER_OVERRIDES)
+    if io_mode == "direct":
+        overrides["log.io.mode"] = "direct"
+    cluster.start(3, overrides)
     try:
         summary, problems, check = du.run_kill_loop(cluster, TOPIC, PARTITIONS, KILLS, rate=RATE, seed=SEED,
                                                     log_dir=tmp_path)

@@ -9,8 +9,13 @@
 //!   sendfile(2). Other reads (index rebuild, recovery, timestamp lookups)
 //!   use the segment's normal buffered descriptor; the kernel keeps the
 //!   page cache coherent with `O_DIRECT` writes to the same inode.
-//! - Appends are synchronous `pwrite`s on the shard thread. A glommio
-//!   `DmaFile` asynchronous writer is the next step.
+//! - Two write paths share this state. Synchronous `pwrite`s on the shard
+//!   thread ([`DirectWriter::write_at`]) serve followers and the group
+//!   coordinator. Produce appends are staged instead and written
+//!   asynchronously through io_uring by [`crate::log::direct_write`], which
+//!   asks this writer for the tail block to rewrite
+//!   ([`DirectWriter::plan_async`]) and reports what landed
+//!   ([`DirectWriter::async_written`]).
 //! - An append copies its bytes into the aligned buffer, writes the full
 //!   blocks, and also writes the partial tail block padded with zeros, so
 //!   every appended byte is in the file (and visible to readers) when the
@@ -109,6 +114,9 @@ pub struct DirectWriter {
     known_file_len: Option<u64>,
     /// A padded tail block extended the file past its logical end.
     padded_past_eof: bool,
+    /// The same file opened by glommio for asynchronous writes, once the
+    /// first one has run (see `crate::log::direct_write`).
+    pub(crate) dma: Option<std::rc::Rc<glommio::io::DmaFile>>,
 }
 
 /// The error for a filesystem that refuses `O_DIRECT` (tmpfs, some FUSE).
@@ -150,6 +158,7 @@ impl DirectWriter {
             positioned: false,
             known_file_len: None,
             padded_past_eof: false,
+            dma: None,
         })
     }
 
@@ -264,6 +273,49 @@ impl DirectWriter {
         }
         debug_assert!(self.len < DIRECT_BLOCK_BYTES);
         Ok(())
+    }
+
+    /// For an asynchronous write of new bytes at `pos` (the logical end):
+    /// the block-aligned file position to write at and the bytes of the
+    /// partial block before `pos`, which the write must repeat.
+    pub fn plan_async(&mut self, pos: u64, reader: &File, path: &Path) -> io::Result<(u64, &[u8])> {
+        if self.logical_end() != Some(pos) {
+            self.reposition(pos, reader, path)?;
+        }
+        debug_assert!(self.len < DIRECT_BLOCK_BYTES);
+        debug_assert_eq!(self.buf_pos + self.len as u64, pos);
+        Ok((self.buf_pos, &self.buf.as_slice()[..self.len]))
+    }
+
+    /// An asynchronous write planned by `plan_async` landed: `padded_len`
+    /// bytes at `file_pos`, of which the log's bytes end at `end`; `tail`
+    /// holds the log bytes of the block holding `end` (the next write
+    /// repeats them).
+    pub fn async_written(&mut self, file_pos: u64, padded_len: usize, end: u64, tail: &[u8]) {
+        assert!(file_pos.is_multiple_of(DIRECT_BLOCK_BYTES as u64));
+        assert!(padded_len.is_multiple_of(DIRECT_BLOCK_BYTES));
+        let tail_pos = align_down(end);
+        assert_eq!(
+            tail.len() as u64,
+            end - tail_pos,
+            "tail is the end's partial block"
+        );
+        assert!(tail_pos >= file_pos && end <= file_pos + padded_len as u64);
+        self.buf.as_mut_slice()[..tail.len()].copy_from_slice(tail);
+        self.buf_pos = tail_pos;
+        self.len = tail.len();
+        self.positioned = true;
+        let written_end = file_pos + padded_len as u64;
+        let file_len = self.known_file_len.unwrap_or(0).max(written_end);
+        self.known_file_len = Some(file_len);
+        self.padded_past_eof = file_len > end;
+    }
+
+    /// A write failed or was abandoned: the file may hold part of it, so
+    /// the next write reloads the tail from the file first.
+    pub fn invalidate(&mut self) {
+        self.positioned = false;
+        self.known_file_len = None;
     }
 
     /// Cuts the zero padding past the logical end, if our writes added any.

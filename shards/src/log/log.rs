@@ -18,9 +18,13 @@ use std::path::{Path, PathBuf};
 
 use super::batch::BatchHeader;
 use super::config::{IoMode, LogConfig};
+use super::direct_write::StagedAppend;
 use super::recovery::{load_segments, RecoveryStats};
 use super::segment::{LogSegment, SegmentRead};
 use super::{FileSlice, LogAppendInfo};
+
+#[path = "log_staging.rs"]
+mod staging;
 
 /// The result of [`Log::read`].
 #[derive(Clone, Debug)]
@@ -67,6 +71,9 @@ impl From<io::Error> for ReadError {
 /// Copies a slice's bytes into memory (TLS, tests, the replica path).
 pub fn read_slice_bytes(slice: &FileSlice) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
+    if let Some(b) = &slice.cached {
+        return Ok(b.to_vec());
+    }
     let mut buf = vec![0u8; slice.len as usize];
     slice.file.read_exact_at(&mut buf, slice.position)?;
     Ok(buf)
@@ -85,6 +92,45 @@ pub struct Log {
     dir_dirty: bool,
     /// The cleaner's first dirty offset (`cleaner-offset-checkpoint`).
     cleaner_checkpoint: i64,
+    /// Direct mode's asynchronous appends (see `crate::log::direct_write`).
+    staging: Staging,
+}
+
+/// Appends accepted but not yet in the file, and the write in flight.
+struct Staging {
+    /// Identifies this `Log` to the writes it plans.
+    log_id: u64,
+    queue: std::collections::VecDeque<StagedAppend>,
+    /// One past the last offset of the write in flight.
+    in_flight_end: Option<i64>,
+    /// A flush asked for while a write was in flight; done when it lands.
+    flush_wanted: bool,
+    /// A segment rolled since the last producer-state snapshot was allowed.
+    rolled: bool,
+    /// An asynchronous write failed: no appends until the log is reopened.
+    failed: Option<String>,
+    /// The last writes' bytes, for fetches of the log's tail.
+    tail: super::tail_cache::TailCache,
+}
+
+static NEXT_LOG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Staging {
+    fn new() -> Staging {
+        Staging {
+            log_id: NEXT_LOG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            queue: std::collections::VecDeque::new(),
+            in_flight_end: None,
+            flush_wanted: false,
+            rolled: false,
+            failed: None,
+            tail: Default::default(),
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.in_flight_end.is_none()
+    }
 }
 
 fn invalid_input(msg: String) -> io::Error {
@@ -132,6 +178,7 @@ impl Log {
             last_flush_ms: now_ms,
             dir_dirty,
             cleaner_checkpoint: 0,
+            staging: Staging::new(),
         };
         log.apply_io_mode_to_active()?;
         Ok((log, stats))
@@ -200,6 +247,9 @@ impl Log {
         info: &LogAppendInfo,
         now_ms: i64,
     ) -> io::Result<Option<i64>> {
+        self.require_no_staged_writes("append")?;
+        // The tail cache holds staged appends only; keep it contiguous.
+        self.staging.tail.clear();
         if info.first_offset != self.log_end_offset {
             return Err(invalid_input(format!(
                 "append at offset {} but log end offset is {}",
@@ -227,7 +277,7 @@ impl Log {
             now_ms,
         );
         let rolled = if should_roll && !self.active().is_empty() {
-            Some(self.roll(now_ms)?)
+            Some(self.roll_segment(now_ms)?)
         } else {
             None
         };
@@ -262,6 +312,11 @@ impl Log {
         };
         if start_offset == self.log_end_offset {
             return Ok(nothing);
+        }
+        if let Some(info) =
+            self.read_tail(start_offset, max_bytes, max_offset_exclusive, min_one_batch)
+        {
+            return Ok(info);
         }
         let floor = self
             .segments
@@ -331,6 +386,12 @@ impl Log {
     /// Writes and fsyncs everything up to the log end offset; the recovery
     /// point becomes the log end offset.
     pub fn flush(&mut self) -> io::Result<()> {
+        if self.staging.in_flight_end.is_some() {
+            // The padding of a write in flight cannot be trimmed yet; the
+            // write's completion flushes.
+            self.staging.flush_wanted = true;
+            return Ok(());
+        }
         for seg in self.segments.values_mut().filter(|s| s.dirty) {
             seg.sync()?;
         }
@@ -360,6 +421,11 @@ impl Log {
     /// indexes and is fsynced, so the recovery point moves up to the new
     /// base offset. Rolling an empty active segment is a no-op.
     pub fn roll(&mut self, now_ms: i64) -> io::Result<i64> {
+        self.require_no_staged_writes("roll")?;
+        self.roll_segment(now_ms)
+    }
+
+    fn roll_segment(&mut self, now_ms: i64) -> io::Result<i64> {
         let new_base = self.log_end_offset;
         if self.active().is_empty() {
             return Ok(self.active().base_offset());
@@ -465,11 +531,13 @@ impl Log {
     /// batch's base offset. Below the first segment, the log restarts empty
     /// at `offset`.
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        self.require_no_staged_writes("truncate")?;
         if offset < 0 {
             return Err(invalid_input(format!(
                 "cannot truncate to negative offset {offset}"
             )));
         }
+        self.staging.tail.clear();
         if offset >= self.log_end_offset {
             return Ok(());
         }
@@ -498,11 +566,13 @@ impl Log {
     /// restarts empty at `offset` (a follower whose leader's log starts
     /// past this log's end).
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> io::Result<()> {
+        self.require_no_staged_writes("truncate")?;
         if offset < 0 {
             return Err(invalid_input(format!(
                 "cannot restart the log at negative offset {offset}"
             )));
         }
+        self.staging.tail.clear();
         let now_ms = self.last_flush_ms;
         for (_, seg) in std::mem::take(&mut self.segments) {
             seg.delete_files()?;
@@ -549,6 +619,7 @@ impl Log {
     /// Clean close: final time-index entry, exact-size indexes, everything
     /// fsynced. Reopening with recovery point == log end offset scans nothing.
     pub fn close(mut self) -> io::Result<()> {
+        self.require_no_staged_writes("close")?;
         self.active_mut().on_become_inactive()?;
         self.active_mut().dirty = true;
         self.flush()
@@ -589,6 +660,8 @@ impl Log {
         }
         self.segments.insert(new.base_offset(), new);
         self.dir_dirty = true;
+        // Cached bytes of the replaced segments no longer match the files.
+        self.staging.tail.clear();
     }
 
     /// The segment holding `offset`, for tests and tools.

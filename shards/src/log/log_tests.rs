@@ -87,6 +87,9 @@ in_both_modes!(
 #[path = "log_direct_tests.rs"]
 mod direct_io;
 
+#[path = "log_staging_tests.rs"]
+mod staging;
+
 fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> (Log, RecoveryStats) {
     Log::open(dir, config, recovery_point, 0, NOW).unwrap()
 }

@@ -7,12 +7,15 @@ pub mod checkpoint;
 pub mod cleaner;
 mod cleaner_filter;
 pub mod config;
+pub mod direct_write;
 pub mod log;
 pub mod offset_index;
 pub mod offset_map;
+pub mod patched;
 pub mod read_cache;
 pub mod recovery;
 pub mod segment;
+pub mod tail_cache;
 #[cfg(test)]
 pub mod test_util;
 pub mod time_index;
@@ -62,4 +65,7 @@ pub struct FileSlice {
     /// From a `log.io.mode=direct` log: sent through the shard's
     /// [`read_cache::ReadCache`] (DMA reads), not sendfile from the page cache.
     pub direct: bool,
+    /// The slice's bytes, already in memory (a direct-mode log's
+    /// [`tail_cache`]): sent as they are, the file is not read.
+    pub cached: Option<bytes::Bytes>,
 }

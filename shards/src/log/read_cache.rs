@@ -32,7 +32,7 @@ use super::FileSlice;
 pub const READ_CACHE_BLOCK_BYTES: usize = 128 * 1024;
 
 /// Default capacity of one shard's cache.
-pub const DEFAULT_READ_CACHE_CAPACITY_BYTES: usize = 64 * 1024 * 1024;
+pub const DEFAULT_READ_CACHE_CAPACITY_BYTES: usize = 16 * 1024 * 1024;
 
 const _: () = assert!(READ_CACHE_BLOCK_BYTES.is_multiple_of(4096));
 

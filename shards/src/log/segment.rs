@@ -14,6 +14,7 @@ use super::batch::{
 };
 use super::config::{self, LogConfig};
 use super::offset_index::OffsetIndex;
+use super::patched::PatchedRecords;
 use super::recovery::{find_record, read_header_at, read_valid_batch, SCAN_BUFFER_BYTES};
 use super::time_index::TimeIndex;
 use super::{FileSlice, LogAppendInfo};
@@ -345,10 +346,20 @@ impl LogSegment {
     /// Kafka's `LogSegment.append`: writes the bytes, then indexes batch by
     /// batch with the `bytesSinceLastIndexEntry > index.interval.bytes` rule.
     pub fn append(&mut self, records: &[u8], info: &LogAppendInfo) -> io::Result<()> {
-        assert_eq!(info.first_offset, self.next_offset, "non-contiguous append");
+        self.check_append(info)?;
         if records.is_empty() {
             return Ok(());
         }
+        let position = self.size_bytes;
+        match &mut self.direct {
+            Some(w) => w.write_at(records, position, self.log.file(), self.log.path())?,
+            None => self.log.write_all_at(records, position)?,
+        }
+        self.appended(records, info)
+    }
+
+    fn check_append(&self, info: &LogAppendInfo) -> io::Result<()> {
+        assert_eq!(info.first_offset, self.next_offset, "non-contiguous append");
         if !self.offset_index.can_append_offset(info.last_offset) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -358,17 +369,45 @@ impl LogSegment {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The bookkeeping half of `append`, for bytes already in the file at
+    /// the segment's end (an asynchronous direct write that landed).
+    pub(super) fn append_written(
+        &mut self,
+        records: &PatchedRecords,
+        info: &LogAppendInfo,
+    ) -> io::Result<()> {
+        self.check_append(info)?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.index_batches(records.headers(), records.len(), info)
+    }
+
+    /// Indexes the batches just written at the end of the segment.
+    fn appended(&mut self, records: &[u8], info: &LogAppendInfo) -> io::Result<()> {
+        let headers = BatchIter::new(records).map(|batch| {
+            batch
+                .map(|(_, header, _)| header)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+        });
+        self.index_batches(headers, records.len(), info)
+    }
+
+    fn index_batches(
+        &mut self,
+        headers: impl Iterator<Item = io::Result<BatchHeader>>,
+        len_bytes: usize,
+        info: &LogAppendInfo,
+    ) -> io::Result<()> {
         let mut position = self.size_bytes;
         if position == 0 {
             self.rolling_based_timestamp = Some(info.max_timestamp);
         }
-        match &mut self.direct {
-            Some(w) => w.write_at(records, position, self.log.file(), self.log.path())?,
-            None => self.log.write_all_at(records, position)?,
-        }
-        for batch in BatchIter::new(records) {
-            let (_, header, _) =
-                batch.map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        for header in headers {
+            let header = header?;
             if header.max_timestamp > self.max_timestamp_so_far {
                 self.max_timestamp_so_far = header.max_timestamp;
                 self.offset_of_max_timestamp_so_far = header.last_offset();
@@ -387,11 +426,36 @@ impl LogSegment {
             position += size;
             self.bytes_since_last_index_entry += size;
         }
-        debug_assert_eq!(position, self.size_bytes + records.len() as u64);
+        assert_eq!(
+            position,
+            self.size_bytes + len_bytes as u64,
+            "the batches cover the appended bytes"
+        );
         self.size_bytes = position;
         self.next_offset = info.last_offset + 1;
         self.dirty = true;
         Ok(())
+    }
+
+    /// Whether `records_len` more bytes (batches ending at `last_offset`)
+    /// can follow `planned_bytes` in `planned_batches` batches already
+    /// headed for this segment without a roll: the size limit, the offset
+    /// range and room in both indexes (at most one entry per batch).
+    pub(super) fn fits_after(
+        &self,
+        config: &LogConfig,
+        planned_bytes: u64,
+        planned_batches: u64,
+        records_len: u64,
+        batches: u64,
+        last_offset: i64,
+    ) -> bool {
+        let size = self.size_bytes + planned_bytes + records_len;
+        let index_entries = (planned_batches + batches) as usize;
+        size <= config.effective_segment_bytes()
+            && self.offset_index.can_append_offset(last_offset)
+            && self.offset_index.entries() + index_entries < self.offset_index.max_entries()
+            && self.time_index.entries() + index_entries < self.time_index.max_entries()
     }
 
     /// Whole batches from the one holding `start_offset`, at most `max_bytes`
@@ -447,6 +511,7 @@ impl LogSegment {
                 // Set by the Log, which knows its io_mode for every segment
                 // (a segment knows it only while it is active).
                 direct: false,
+                cached: None,
             },
             first_batch_base_offset,
         })

@@ -90,6 +90,9 @@ impl TimeIndex {
     pub fn entries(&self) -> usize {
         self.entries.len()
     }
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.max_entries
     }

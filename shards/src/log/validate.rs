@@ -14,9 +14,11 @@
 use std::fmt;
 
 use super::batch::{
-    self, BatchError, BatchHeader, Compression, TimestampType, ATTRIBUTES_OFFSET, CRC_OFFSET,
-    CURRENT_MAGIC, MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
+    self, BatchError, BatchHeader, Compression, TimestampType, ATTRIBUTES_OFFSET,
+    CRC_COVERAGE_START, CRC_OFFSET, CURRENT_MAGIC, MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
 };
+use super::patched::PatchedHeader;
 use super::records::{self, Decoder, ReadSource, RecordError, RecordSource, SliceSource};
 use super::LogAppendInfo;
 
@@ -137,6 +139,8 @@ pub struct Validator {
     chunk: Vec<u8>,
     snappy: Vec<u8>,
     max_decompressed_bytes: Option<usize>,
+    /// Reused by the in-place entry points.
+    headers: Vec<PatchedHeader>,
 }
 
 impl Default for Validator {
@@ -153,6 +157,7 @@ impl Validator {
             chunk: Vec::new(),
             snappy: Vec::new(),
             max_decompressed_bytes: None,
+            headers: Vec::new(),
         }
     }
 
@@ -166,7 +171,7 @@ impl Validator {
 
     /// Validates a Produce partition's data and assigns offsets from
     /// `next_offset`. As Kafka requires for magic 2, the data must be exactly
-    /// one batch. On error the buffer may be partly rewritten; discard it.
+    /// one batch. On error the buffer is unchanged.
     pub fn validate_and_assign_offsets(
         &mut self,
         records: &mut [u8],
@@ -175,7 +180,7 @@ impl Validator {
         now_ms: i64,
         cfg: &ValidationConfig,
     ) -> Result<LogAppendInfo, ValidationError> {
-        self.run(
+        self.run_in_place(
             records,
             next_offset,
             partition_leader_epoch,
@@ -183,6 +188,34 @@ impl Validator {
             cfg,
             false,
         )
+    }
+
+    /// Like `validate_and_assign_offsets` but leaves `records` as they are
+    /// and pushes each batch's header as it must be stored onto `headers`
+    /// (see [`crate::log::patched`]).
+    pub fn validate_and_patch_headers(
+        &mut self,
+        records: &[u8],
+        next_offset: i64,
+        partition_leader_epoch: i32,
+        now_ms: i64,
+        cfg: &ValidationConfig,
+        headers: &mut Vec<PatchedHeader>,
+    ) -> Result<LogAppendInfo, ValidationError> {
+        let before = headers.len();
+        let r = self.run(
+            records,
+            next_offset,
+            partition_leader_epoch,
+            now_ms,
+            cfg,
+            false,
+            headers,
+        );
+        if r.is_err() {
+            headers.truncate(before);
+        }
+        r
     }
 
     /// Like `validate_and_assign_offsets` but accepts several batches laid end
@@ -196,7 +229,7 @@ impl Validator {
         now_ms: i64,
         cfg: &ValidationConfig,
     ) -> Result<LogAppendInfo, ValidationError> {
-        self.run(
+        self.run_in_place(
             records,
             next_offset,
             partition_leader_epoch,
@@ -206,7 +239,7 @@ impl Validator {
         )
     }
 
-    fn run(
+    fn run_in_place(
         &mut self,
         records: &mut [u8],
         next_offset: i64,
@@ -214,6 +247,37 @@ impl Validator {
         now_ms: i64,
         cfg: &ValidationConfig,
         allow_many: bool,
+    ) -> Result<LogAppendInfo, ValidationError> {
+        let mut headers = std::mem::take(&mut self.headers);
+        headers.clear();
+        let r = self.run(
+            records,
+            next_offset,
+            partition_leader_epoch,
+            now_ms,
+            cfg,
+            allow_many,
+            &mut headers,
+        );
+        if r.is_ok() {
+            for h in &headers {
+                records[h.position..h.position + RECORD_BATCH_OVERHEAD].copy_from_slice(&h.bytes);
+            }
+        }
+        self.headers = headers;
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &mut self,
+        records: &[u8],
+        next_offset: i64,
+        partition_leader_epoch: i32,
+        now_ms: i64,
+        cfg: &ValidationConfig,
+        allow_many: bool,
+        headers: &mut Vec<PatchedHeader>,
     ) -> Result<LogAppendInfo, ValidationError> {
         if records.is_empty() {
             return Err(invalid("produce data has no record batch"));
@@ -254,18 +318,30 @@ impl Validator {
         while pos < records.len() {
             let header = BatchHeader::parse(&records[pos..]).map_err(from_batch_error)?;
             let size = header.total_size();
-            let batch = &mut records[pos..pos + size];
+            let batch = &records[pos..pos + size];
             let batch_max = self.validate_batch(batch, &header, now_ms, cfg, limit_bytes)?;
             let count = header.records_count as i64;
             let last_offset = offset + count - 1;
 
-            batch::set_base_offset(batch, offset);
-            batch::set_partition_leader_epoch(batch, partition_leader_epoch);
+            let mut stored = [0u8; RECORD_BATCH_OVERHEAD];
+            stored.copy_from_slice(&batch[..RECORD_BATCH_OVERHEAD]);
+            batch::set_base_offset(&mut stored, offset);
+            batch::set_partition_leader_epoch(&mut stored, partition_leader_epoch);
             let batch_max = match cfg.timestamp_type {
                 TimestampType::LogAppendTime => now_ms,
                 TimestampType::CreateTime => batch_max,
             };
-            set_max_timestamp(batch, &header, cfg.timestamp_type, batch_max);
+            set_max_timestamp(
+                &mut stored,
+                &batch[RECORD_BATCH_OVERHEAD..],
+                &header,
+                cfg.timestamp_type,
+                batch_max,
+            );
+            headers.push(PatchedHeader {
+                position: pos,
+                bytes: stored,
+            });
             // Kafka's shallow offset of max timestamp: the holding batch's last offset.
             if batch_max > max_timestamp {
                 max_timestamp = batch_max;
@@ -453,9 +529,16 @@ fn check_timestamp(
     None
 }
 
-/// `DefaultRecordBatch.setMaxTimestamp`: rewrites the timestamp type bit and
-/// max timestamp, and the CRC they are covered by, only if either changes.
-fn set_max_timestamp(batch: &mut [u8], h: &BatchHeader, ty: TimestampType, ts: i64) {
+/// `DefaultRecordBatch.setMaxTimestamp` on a batch's `header` (whose
+/// records are `body`): rewrites the timestamp type bit and max timestamp,
+/// and the CRC they are covered by, only if either changes.
+fn set_max_timestamp(
+    header: &mut [u8; RECORD_BATCH_OVERHEAD],
+    body: &[u8],
+    h: &BatchHeader,
+    ty: TimestampType,
+    ts: i64,
+) {
     if h.timestamp_type() == ty && h.max_timestamp == ts {
         return;
     }
@@ -463,10 +546,10 @@ fn set_max_timestamp(batch: &mut [u8], h: &BatchHeader, ty: TimestampType, ts: i
         TimestampType::LogAppendTime => h.attributes | TIMESTAMP_TYPE_MASK,
         TimestampType::CreateTime => h.attributes & !TIMESTAMP_TYPE_MASK,
     };
-    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&ts.to_be_bytes());
-    let crc = batch::compute_crc(batch);
-    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&ts.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[CRC_COVERAGE_START..]), body);
+    header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Thin wrapper over `Validator::validate_and_assign_offsets` with fresh

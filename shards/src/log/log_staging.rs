@@ -1,0 +1,277 @@
+//! `Log`'s side of direct mode's asynchronous appends; the cycle is
+//! described in [`crate::log::direct_write`]. Everything the rest of `Log`
+//! exposes (log end offset, segments, reads) covers written bytes only.
+
+use std::io;
+
+use super::super::config::IoMode;
+use super::super::direct_write::{tail_block, DirectWrite, StagedAppend, MAX_DIRECT_WRITE_BYTES};
+use super::super::patched::PatchedRecords;
+use super::super::FileSlice;
+use super::super::LogAppendInfo;
+use super::{invalid_input, Log, ReadInfo};
+
+impl Log {
+    /// The next offset to assign: the log end offset plus what is staged
+    /// or being written.
+    pub fn next_offset(&self) -> i64 {
+        match self.staging.queue.back() {
+            Some(a) => a.info.last_offset + 1,
+            None => self.staging.in_flight_end.unwrap_or(self.log_end_offset),
+        }
+    }
+
+    /// Appends go through `stage` (direct mode, active segment writable
+    /// with O_DIRECT, no failed write).
+    pub fn stages_appends(&self) -> bool {
+        self.config.io_mode == IoMode::Direct
+            && self.active().is_direct()
+            && self.staging.failed.is_none()
+    }
+
+    /// Staged or in-flight appends exist.
+    pub fn has_staged_writes(&self) -> bool {
+        !self.staging.is_idle()
+    }
+
+    /// A write is in flight (its completion will look for more).
+    pub fn write_in_flight(&self) -> bool {
+        self.staging.in_flight_end.is_some()
+    }
+
+    /// Identifies this log instance to the writes it plans.
+    pub fn log_id(&self) -> u64 {
+        self.staging.log_id
+    }
+
+    /// Planning a write failed: drop what is staged and take no more
+    /// appends (the waiting produces see `write_failure`).
+    pub fn fail_staged(&mut self, reason: String) {
+        self.staging.queue.clear();
+        self.staging.failed = Some(reason);
+    }
+
+    /// Why asynchronous writing stopped, if it did.
+    pub fn write_failure(&self) -> Option<&str> {
+        self.staging.failed.as_deref()
+    }
+
+    pub(super) fn require_no_staged_writes(&self, what: &str) -> io::Result<()> {
+        if self.staging.is_idle() {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "{}: {what} while direct writes are pending (offsets {}..{})",
+            self.dir.display(),
+            self.log_end_offset,
+            self.next_offset()
+        )))
+    }
+
+    /// Queues validated batches whose offsets start at `next_offset()`.
+    pub fn stage(&mut self, records: PatchedRecords, info: LogAppendInfo) -> io::Result<()> {
+        if !self.stages_appends() {
+            return Err(invalid_input(format!(
+                "{}: staged append on a log that writes synchronously",
+                self.dir.display()
+            )));
+        }
+        if info.first_offset != self.next_offset()
+            || records.is_empty()
+            || info.last_offset < info.first_offset
+            || records.len() != info.valid_bytes
+        {
+            return Err(invalid_input(format!(
+                "bad staged append: {} bytes, offsets {}..={}, next offset {}",
+                records.len(),
+                info.first_offset,
+                info.last_offset,
+                self.next_offset()
+            )));
+        }
+        self.staging.queue.push_back(StagedAppend { records, info });
+        Ok(())
+    }
+
+    /// Plans the next write, if none is in flight and appends are staged:
+    /// rolls first if the first append needs it, then takes the appends
+    /// that fit the active segment, at most `MAX_DIRECT_WRITE_BYTES` (or
+    /// one larger append).
+    pub fn begin_write(&mut self, now_ms: i64) -> io::Result<Option<DirectWrite>> {
+        if self.staging.in_flight_end.is_some() || self.staging.failed.is_some() {
+            return Ok(None);
+        }
+        let Some(first) = self.staging.queue.front() else {
+            return Ok(None);
+        };
+        let (len, max_ts, last) = (
+            first.records.len() as u64,
+            first.info.max_timestamp,
+            first.info.last_offset,
+        );
+        let config = self.config.clone();
+        if self
+            .active_mut()
+            .should_roll(&config, len, max_ts, last, now_ms)
+            && !self.active().is_empty()
+        {
+            self.roll_segment(now_ms)?;
+            self.staging.rolled = true;
+        }
+        if !self.active().is_direct() {
+            return Err(io::Error::other(format!(
+                "{}: the active segment lost its direct writer with appends staged",
+                self.dir.display()
+            )));
+        }
+        let mut appends = Vec::new();
+        let (mut bytes, mut batches) = (0u64, 0u64);
+        while let Some(next) = self.staging.queue.front() {
+            let len = next.records.len() as u64;
+            let n = next.info.batch_count as u64;
+            if !appends.is_empty()
+                && (bytes + len > MAX_DIRECT_WRITE_BYTES as u64
+                    || !self.active().fits_after(
+                        &config,
+                        bytes,
+                        batches,
+                        len,
+                        n,
+                        next.info.last_offset,
+                    ))
+            {
+                break;
+            }
+            bytes += len;
+            batches += n;
+            appends.push(self.staging.queue.pop_front().expect("peeked"));
+        }
+        assert!(!appends.is_empty());
+        let seg = self.active_mut();
+        let position = seg.size_bytes;
+        let segment_base = seg.base_offset;
+        let path = seg.log.path().to_path_buf();
+        let w = seg.direct.as_mut().expect("checked above");
+        let (file_pos, head) = match w.plan_async(position, seg.log.file(), &path) {
+            Ok(plan) => plan,
+            Err(e) => {
+                // Put them back: nothing was written.
+                for a in appends.into_iter().rev() {
+                    self.staging.queue.push_front(a);
+                }
+                return Err(e);
+            }
+        };
+        let head = head.to_vec();
+        let dma = w.dma.clone();
+        let end_pos = position + bytes;
+        let tail = tail_block(&head, &appends, end_pos);
+        let write = DirectWrite {
+            log_id: self.staging.log_id,
+            segment_base,
+            path,
+            dma,
+            file_pos,
+            head,
+            appends,
+            tail,
+            written: None,
+        };
+        debug_assert_eq!(write.end_pos(), end_pos);
+        self.staging.in_flight_end = Some(write.end_offset());
+        Ok(Some(write))
+    }
+
+    /// The write planned by `begin_write` finished with `result`. On
+    /// success its appends join the log (indexes, log end offset) and a
+    /// flush due by `flush.messages` or asked for meanwhile runs. On
+    /// failure the staged appends are dropped and the log takes no more
+    /// (as Kafka takes a failed log directory offline); the error is
+    /// returned.
+    pub fn complete_write(&mut self, write: DirectWrite, result: io::Result<()>) -> io::Result<()> {
+        assert_eq!(write.log_id, self.staging.log_id, "a write of another log");
+        assert_eq!(self.staging.in_flight_end, Some(write.end_offset()));
+        self.staging.in_flight_end = None;
+        let seg = self.active_mut();
+        assert_eq!(
+            seg.base_offset, write.segment_base,
+            "rolled with a write in flight"
+        );
+        if let Err(e) = result {
+            if let Some(w) = seg.direct.as_mut() {
+                w.invalidate();
+            }
+            self.staging.queue.clear();
+            self.staging.failed = Some(e.to_string());
+            return Err(e);
+        }
+        let w = seg.direct.as_mut().expect("a direct segment");
+        w.async_written(
+            write.file_pos,
+            write.padded_len(),
+            write.end_pos(),
+            &write.tail,
+        );
+        if w.dma.is_none() {
+            w.dma = write.dma.clone();
+        }
+        let position = seg.size_bytes;
+        for a in &write.appends {
+            seg.append_written(&a.records, &a.info)?;
+        }
+        let first_offset = self.log_end_offset;
+        self.log_end_offset = write.end_offset();
+        if let Some(bytes) = write.written {
+            self.staging.tail.push(
+                write.segment_base,
+                position,
+                first_offset,
+                self.log_end_offset,
+                bytes,
+            );
+        }
+        let unflushed = (self.log_end_offset - self.recovery_point) as u64;
+        if unflushed >= self.config.flush_interval_messages || self.staging.flush_wanted {
+            self.staging.flush_wanted = false;
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Direct mode: the batches at `start_offset` from the tail cache, if
+    /// it holds them (see [`crate::log::tail_cache`]).
+    pub(super) fn read_tail(
+        &self,
+        start_offset: i64,
+        max_bytes: u32,
+        max_offset_exclusive: i64,
+        min_one_batch: bool,
+    ) -> Option<ReadInfo> {
+        let r =
+            self.staging
+                .tail
+                .read(start_offset, max_bytes, max_offset_exclusive, min_one_batch)?;
+        let seg = self.segments.get(&r.segment_base)?;
+        debug_assert!(r.position + r.bytes.len() as u64 <= seg.size_bytes());
+        Some(ReadInfo {
+            slice: Some(FileSlice {
+                file: seg.log.shared(),
+                position: r.position,
+                len: r.bytes.len() as u32,
+                direct: true,
+                cached: Some(r.bytes),
+            }),
+            first_batch_base_offset: r.first_batch_base_offset,
+        })
+    }
+
+    /// True once per roll made by `begin_write` when nothing is staged, so
+    /// a producer-state snapshot taken now matches the log exactly.
+    pub fn take_snapshot_point(&mut self) -> bool {
+        if self.staging.rolled && self.staging.is_idle() {
+            self.staging.rolled = false;
+            return true;
+        }
+        false
+    }
+}

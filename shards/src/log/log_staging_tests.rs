@@ -1,0 +1,236 @@
+//! Direct mode's asynchronous appends (`Log::stage`, `begin_write`,
+//! `complete_write`): invisible until written, byte-exact with the headers
+//! validation rewrote, grouped into one write, rolled like synchronous
+//! appends, flushes deferred past a write in flight, destructive operations
+//! refused while anything is pending, and a log dropped with staged appends
+//! (a crash) reopens with exactly what was written.
+
+use super::*;
+use crate::log::patched::PatchedRecords;
+use crate::log::segment::direct_io::DIRECT_BLOCK_BYTES;
+use crate::log::validate::{ValidationConfig, Validator};
+use bytes::Bytes;
+
+/// Runs `f` on a glommio executor (DmaFile needs one), in direct mode.
+fn run<F, Fut>(f: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || {
+            MODE.set(IoMode::Direct);
+            f()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+fn staged_config(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        index_interval_bytes: 4096,
+        ..base_config()
+    }
+}
+
+/// Validates a produced batch as the broker does and stages it; returns
+/// the bytes it will be stored as.
+fn stage_batch(log: &mut Log, count: usize, value_bytes: usize) -> Vec<u8> {
+    let raw = build_batch(0, count, NOW, value_bytes);
+    let mut headers = Vec::new();
+    let info = Validator::new()
+        .validate_and_patch_headers(
+            &raw,
+            log.next_offset(),
+            3,
+            NOW,
+            &ValidationConfig::default(),
+            &mut headers,
+        )
+        .unwrap();
+    let records = PatchedRecords::new(Bytes::from(raw), headers);
+    let stored = records.to_vec();
+    log.stage(records, info).unwrap();
+    stored
+}
+
+/// Byte equality without dumping megabytes on failure.
+#[track_caller]
+fn assert_bytes(actual: &[u8], expected: &[u8], what: &str) {
+    let first_diff = actual.iter().zip(expected).position(|(a, b)| a != b);
+    assert!(
+        actual == expected,
+        "{what}: {} bytes, expected {}, first difference at {first_diff:?}",
+        actual.len(),
+        expected.len()
+    );
+}
+
+/// Writes everything staged, one write at a time; returns the writes made.
+async fn write_staged(log: &mut Log) -> usize {
+    let mut writes = 0;
+    while let Some(mut w) = log.begin_write(NOW).unwrap() {
+        let r = w.execute().await;
+        log.complete_write(w, r).unwrap();
+        writes += 1;
+    }
+    writes
+}
+
+#[test]
+fn staged_appends_are_invisible_until_written_then_exact() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
+        assert!(log.stages_appends());
+        let mut expected = Vec::new();
+        for (count, value) in [(1, 10), (3, 5000), (2, 1)] {
+            expected.extend(stage_batch(&mut log, count, value));
+        }
+        assert_eq!(log.log_end_offset(), 0);
+        assert_eq!(log.next_offset(), 6);
+        assert!(read_all(&log, 0).is_empty());
+        let mut w = log.begin_write(NOW).unwrap().expect("a write");
+        assert!(
+            log.begin_write(NOW).unwrap().is_none(),
+            "one write at a time"
+        );
+        assert_eq!(w.end_offset(), 6, "the three appends go as one write");
+        let r = w.execute().await;
+        assert_eq!(log.log_end_offset(), 0, "not before completion");
+        log.complete_write(w, r).unwrap();
+        assert_eq!(log.log_end_offset(), 6);
+        assert!(!log.has_staged_writes());
+        assert_bytes(&read_all(&log, 0), &expected, "read back");
+        for (h, base) in headers(&expected).iter().zip([0, 1, 4]) {
+            assert_eq!(h.base_offset, base);
+            assert_eq!(h.partition_leader_epoch, 3);
+        }
+        let raw = std::fs::read(segment_file_path(dir.path(), 0, LOG_FILE_SUFFIX)).unwrap();
+        assert_bytes(&raw[..expected.len()], &expected, "file");
+        assert!(raw[expected.len()..].iter().all(|&b| b == 0));
+        assert!(raw.len() - expected.len() < DIRECT_BLOCK_BYTES);
+    });
+}
+
+#[test]
+fn many_cycles_across_blocks_reopen_without_a_scan() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
+        let mut expected = Vec::new();
+        // Cycles of one and several appends, sizes landing everywhere in a block.
+        let sizes = [1usize, 4000, 4096, 7, 70_000, 3990, 1, 300_000, 12_345, 33];
+        for (i, chunk) in sizes.chunks(3).enumerate() {
+            for &v in chunk {
+                expected.extend(stage_batch(&mut log, 1 + i % 2, v));
+            }
+            assert_eq!(write_staged(&mut log).await, 1);
+            assert_bytes(&read_all(&log, 0), &expected, &format!("after cycle {i}"));
+        }
+        // A synchronous append after the staged ones continues the same file.
+        let tail = build_batch(log.log_end_offset(), 2, NOW, 100);
+        log.append(&tail, &append_info(&tail), NOW).unwrap();
+        expected.extend_from_slice(&tail);
+        assert_bytes(&read_all(&log, 0), &expected, "read back");
+        let end = log.log_end_offset();
+        log.close().unwrap();
+        let (log, stats) = open(dir.path(), staged_config(1 << 30), end);
+        assert_eq!(stats.segments_scanned, 0);
+        assert_eq!(log.log_end_offset(), end);
+        assert_bytes(&read_all(&log, 0), &expected, "read back");
+    });
+}
+
+#[test]
+fn large_backlogs_split_into_bounded_writes_and_roll() {
+    run(|| async {
+        let dir = test_dir();
+        // Segments of 256 KiB: 40 appends of ~20 KiB roll several times.
+        let (mut log, _) = open(dir.path(), staged_config(256 * 1024), 0);
+        let mut expected = Vec::new();
+        for _ in 0..40 {
+            expected.extend(stage_batch(&mut log, 2, 10_000));
+        }
+        let writes = write_staged(&mut log).await;
+        assert!(writes >= 4, "a roll ends a write: {writes}");
+        assert!(log.segment_count() >= 4);
+        assert!(
+            log.take_snapshot_point(),
+            "rolled with nothing staged after"
+        );
+        assert!(!log.take_snapshot_point(), "once per roll");
+        let mut read = Vec::new();
+        let mut offset = 0;
+        while offset < log.log_end_offset() {
+            let chunk = read_all(&log, offset);
+            offset = headers(&chunk).last().unwrap().last_offset() + 1;
+            read.extend(chunk);
+        }
+        assert_bytes(&read, &expected, "read back");
+        for seg in log.segments() {
+            assert!(seg.size_bytes() <= 256 * 1024);
+        }
+    });
+}
+
+#[test]
+fn flush_waits_for_the_write_in_flight() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
+        stage_batch(&mut log, 1, 100);
+        write_staged(&mut log).await;
+        stage_batch(&mut log, 1, 100);
+        let mut w = log.begin_write(NOW).unwrap().unwrap();
+        log.flush().unwrap();
+        assert_eq!(log.recovery_point(), 0, "deferred while writing");
+        let r = w.execute().await;
+        log.complete_write(w, r).unwrap();
+        assert_eq!(log.recovery_point(), 2, "done when the write landed");
+    });
+}
+
+#[test]
+fn destructive_operations_wait_for_staged_appends() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
+        let written = stage_batch(&mut log, 2, 100);
+        write_staged(&mut log).await;
+        stage_batch(&mut log, 1, 100);
+        assert!(log.truncate_to(1).is_err());
+        assert!(log.truncate_fully_and_start_at(0).is_err());
+        assert!(log.roll(NOW).is_err());
+        let b = build_batch(log.next_offset(), 1, NOW, 1);
+        assert!(log.append(&b, &append_info(&b), NOW).is_err());
+        // Close refuses too; dropping the log is what a crash looks like.
+        assert!(log.close().is_err());
+        let (log, _) = open(dir.path(), staged_config(1 << 30), 0);
+        assert_eq!(log.log_end_offset(), 2, "only written appends survive");
+        assert_bytes(&read_all(&log, 0), &written, "read back");
+    });
+}
+
+#[test]
+fn a_failed_write_stops_the_log_cleanly() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
+        let written = stage_batch(&mut log, 1, 100);
+        write_staged(&mut log).await;
+        stage_batch(&mut log, 1, 100);
+        let w = log.begin_write(NOW).unwrap().unwrap();
+        stage_batch(&mut log, 1, 100);
+        let err = log.complete_write(w, Err(io::Error::other("device gone")));
+        assert!(err.is_err());
+        assert!(log.write_failure().unwrap().contains("device gone"));
+        assert!(!log.stages_appends());
+        assert!(!log.has_staged_writes(), "staged appends were dropped");
+        assert_eq!(log.next_offset(), log.log_end_offset());
+        assert!(log.begin_write(NOW).unwrap().is_none());
+        assert_bytes(&read_all(&log, 0), &written, "read back");
+    });
+}
