@@ -42,6 +42,13 @@ def note(cmd):
     if not COMMANDS or COMMANDS[-1] != line:  # retry loops repeat themselves
         COMMANDS.append(line)
 STARTUP_PARTITIONS = 1000
+# The same retention for every broker, so a full run (about a minute at
+# each broker's top produce rate, three brokers) fits the disk.
+RETENTION = {
+    "log.segment.bytes": str(128 << 20),
+    "log.retention.bytes": str(768 << 20),
+    "log.retention.check.interval.ms": "10000",
+}
 # Kafka's ZooKeeper session must survive being stopped while the others run.
 FROZEN_SESSION_TIMEOUT_MS = 1_800_000
 
@@ -191,6 +198,7 @@ class Broker:
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "zookeeper.session.timeout.ms": str(FROZEN_SESSION_TIMEOUT_MS),
+            **RETENTION,
         }
         (self.root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
@@ -206,7 +214,8 @@ class Broker:
                 "--override", "num.partitions=1",
                 "--override", "auto.create.topics.enable=true",
                 # As Kafka's test config above: ConsumerPerformance joins a group.
-                "--override", "group.initial.rebalance.delay.ms=0"]
+                "--override", "group.initial.rebalance.delay.ms=0"] + [
+                    a for k, v in RETENTION.items() for a in ("--override", f"{k}={v}")]
 
     def start(self):
         if self.kind == "kafka" and self.zk is None:

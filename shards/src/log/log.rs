@@ -137,6 +137,24 @@ fn invalid_input(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
+/// An append of `len_bytes` described by `info` must start at `next_offset`
+/// and be non-empty, with a sane offset range and the bytes validation saw.
+fn check_append_shape(len_bytes: usize, info: &LogAppendInfo, next_offset: i64) -> io::Result<()> {
+    if info.first_offset != next_offset {
+        return Err(invalid_input(format!(
+            "append at offset {} but the next offset is {next_offset}",
+            info.first_offset
+        )));
+    }
+    if len_bytes == 0 || info.last_offset < info.first_offset || len_bytes != info.valid_bytes {
+        return Err(invalid_input(format!(
+            "bad append: {len_bytes} bytes, offsets {}..={}, valid_bytes {}",
+            info.first_offset, info.last_offset, info.valid_bytes
+        )));
+    }
+    Ok(())
+}
+
 impl Log {
     /// Opens (creating if needed) the partition dir, loads and, where needed,
     /// recovers its segments (see [`load_segments`]).
@@ -250,24 +268,7 @@ impl Log {
         self.require_no_staged_writes("append")?;
         // The tail cache holds staged appends only; keep it contiguous.
         self.staging.tail.clear();
-        if info.first_offset != self.log_end_offset {
-            return Err(invalid_input(format!(
-                "append at offset {} but log end offset is {}",
-                info.first_offset, self.log_end_offset
-            )));
-        }
-        if records.is_empty()
-            || info.last_offset < info.first_offset
-            || records.len() != info.valid_bytes
-        {
-            return Err(invalid_input(format!(
-                "bad append: {} bytes, offsets {}..={}, valid_bytes {}",
-                records.len(),
-                info.first_offset,
-                info.last_offset,
-                info.valid_bytes
-            )));
-        }
+        check_append_shape(records.len(), info, self.log_end_offset)?;
         let config = self.config.clone();
         let should_roll = self.active_mut().should_roll(
             &config,

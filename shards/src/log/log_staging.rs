@@ -9,7 +9,7 @@ use super::super::direct_write::{tail_block, DirectWrite, StagedAppend, MAX_DIRE
 use super::super::patched::PatchedRecords;
 use super::super::FileSlice;
 use super::super::LogAppendInfo;
-use super::{invalid_input, Log, ReadInfo};
+use super::{check_append_shape, invalid_input, Log, ReadInfo};
 
 impl Log {
     /// The next offset to assign: the log end offset plus what is staged
@@ -76,19 +76,7 @@ impl Log {
                 self.dir.display()
             )));
         }
-        if info.first_offset != self.next_offset()
-            || records.is_empty()
-            || info.last_offset < info.first_offset
-            || records.len() != info.valid_bytes
-        {
-            return Err(invalid_input(format!(
-                "bad staged append: {} bytes, offsets {}..={}, next offset {}",
-                records.len(),
-                info.first_offset,
-                info.last_offset,
-                self.next_offset()
-            )));
-        }
+        check_append_shape(records.len(), &info, self.next_offset())?;
         self.staging.queue.push_back(StagedAppend { records, info });
         Ok(())
     }
