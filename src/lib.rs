@@ -13,6 +13,7 @@ mod direct_writer;
 pub mod fetch_session;
 pub mod handlers;
 pub mod leader_epoch;
+mod log_flusher;
 pub mod metadata;
 pub mod metadata_cache;
 pub mod partition;

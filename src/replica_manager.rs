@@ -14,6 +14,7 @@ use kshard_shards::log::cleaner::{CleanerConfig, LogCleaner, Step};
 use kshard_shards::log::config::IoMode;
 use kshard_shards::log::validate::Validator;
 use kshard_shards::log::FileSlice;
+use kshard_shards::log::RollSyncJob;
 
 use crate::metadata_cache::TopicInfo;
 use crate::partition::Partition;
@@ -586,6 +587,20 @@ impl ReplicaManager {
             .leader_epoch_cache
             .end_offset_for(leader_epoch, p.log.log_end_offset());
         (errors::NONE, epoch, end)
+    }
+
+    /// Every partition's rolled segments not yet being fsynced, with the
+    /// log they belong to (see `ShardContext::start_roll_syncs`).
+    pub fn take_roll_syncs(&mut self) -> Vec<(String, i32, u64, RollSyncJob)> {
+        let mut jobs = Vec::new();
+        for parts in self.topics.values_mut() {
+            for p in parts.values_mut() {
+                for job in p.log.take_roll_syncs() {
+                    jobs.push((p.topic.clone(), p.partition, p.log.log_id(), job));
+                }
+            }
+        }
+        jobs
     }
 
     /// Periodic work: time-based flush and retention.

@@ -516,6 +516,7 @@ async fn maintenance_loop(ctx: Rc<ShardContext>) {
         ctx.replica_manager
             .borrow_mut()
             .maintenance(now as i64, run_retention);
+        ctx.start_roll_syncs();
         if ctx.cluster.is_some() && now - last_isr_check >= isr_check_every_ms {
             last_isr_check = now;
             ctx.replica_manager

@@ -23,8 +23,12 @@ use super::recovery::{load_segments, RecoveryStats};
 use super::segment::{LogSegment, SegmentRead};
 use super::{FileSlice, LogAppendInfo};
 
+#[path = "log_roll_sync.rs"]
+mod roll_sync;
 #[path = "log_staging.rs"]
 mod staging;
+
+pub use self::roll_sync::RollSyncJob;
 
 /// The result of [`Log::read`].
 #[derive(Clone, Debug)]
@@ -94,6 +98,9 @@ pub struct Log {
     cleaner_checkpoint: i64,
     /// Direct mode's asynchronous appends (see `crate::log::direct_write`).
     staging: Staging,
+    /// Rolled segments being fsynced in the background, oldest first.
+    roll_syncs: std::collections::VecDeque<roll_sync::RollSync>,
+    next_roll_sync_id: u64,
 }
 
 /// Appends accepted but not yet in the file, and the write in flight.
@@ -197,6 +204,8 @@ impl Log {
             dir_dirty,
             cleaner_checkpoint: 0,
             staging: Staging::new(),
+            roll_syncs: Default::default(),
+            next_roll_sync_id: 0,
         };
         log.apply_io_mode_to_active()?;
         Ok((log, stats))
@@ -393,6 +402,7 @@ impl Log {
             self.staging.flush_wanted = true;
             return Ok(());
         }
+        self.sync_pending_rolls()?;
         for seg in self.segments.values_mut().filter(|s| s.dirty) {
             seg.sync()?;
         }
@@ -419,8 +429,10 @@ impl Log {
 
     /// Starts a new segment at the log end offset (Kafka's `roll`): the old
     /// active segment gets its final time-index entry and exact-size
-    /// indexes and is fsynced, so the recovery point moves up to the new
-    /// base offset. Rolling an empty active segment is a no-op.
+    /// indexes, and its fsync is queued for a background thread (see
+    /// `take_roll_syncs`); the recovery point moves up to the new base
+    /// offset when that completes. Rolling an empty active segment is a
+    /// no-op.
     pub fn roll(&mut self, now_ms: i64) -> io::Result<i64> {
         self.require_no_staged_writes("roll")?;
         self.roll_segment(now_ms)
@@ -432,15 +444,13 @@ impl Log {
             return Ok(self.active().base_offset());
         }
         self.active_mut().on_become_inactive()?;
-        // Kafka flushes the old segment on roll; recovered segments too.
-        for seg in self.segments.values_mut().filter(|s| s.dirty) {
-            seg.sync()?;
-        }
         let seg = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
         self.segments.insert(new_base, seg);
         self.apply_io_mode_to_active()?;
-        sync_dir(&self.dir)?;
-        self.recovery_point = self.recovery_point.max(new_base);
+        // Kafka flushes the old segment (recovered ones too) in the
+        // background; the job also fsyncs the directory.
+        self.dir_dirty = true;
+        self.queue_roll_sync(new_base)?;
         Ok(new_base)
     }
 
@@ -542,6 +552,7 @@ impl Log {
         if offset >= self.log_end_offset {
             return Ok(());
         }
+        self.sync_pending_rolls()?;
         let now_ms = self.last_flush_ms;
         let first_base = *self.segments.keys().next().expect("segment");
         if offset < first_base {
@@ -574,6 +585,8 @@ impl Log {
             )));
         }
         self.staging.tail.clear();
+        // Every segment goes: the pending rolls' syncs are moot.
+        self.roll_syncs.clear();
         let now_ms = self.last_flush_ms;
         for (_, seg) in std::mem::take(&mut self.segments) {
             seg.delete_files()?;

@@ -781,3 +781,6 @@ fn rejects_bad_appends() {
     assert!(log.append(&b, &info, NOW).is_err());
     assert_eq!(log.log_end_offset(), 0);
 }
+
+#[path = "log_roll_sync_tests.rs"]
+mod roll_sync;

@@ -22,7 +22,7 @@ pub mod time_index;
 
 pub use self::checkpoint::{parse_partition_dir_name, partition_dir_name, OffsetCheckpointFile};
 pub use self::config::LogConfig;
-pub use self::log::{read_slice_bytes, Log, ReadError, ReadInfo};
+pub use self::log::{read_slice_bytes, Log, ReadError, ReadInfo, RollSyncJob};
 pub use self::recovery::RecoveryStats;
 pub mod producer_state;
 pub mod records;

@@ -711,6 +711,25 @@ impl LogSegment {
         Ok(())
     }
 
+    /// Hands the fsync of an inactive segment to a background thread (see
+    /// `Log::take_roll_syncs`): pending index entries are written out here,
+    /// and the files to fdatasync are returned. The segment counts as clean
+    /// from now on; the log tracks the sync until it completes.
+    pub fn detach_sync(&mut self) -> io::Result<[Arc<File>; 3]> {
+        assert!(
+            self.direct.is_none(),
+            "only inactive segments sync in the background"
+        );
+        self.offset_index.flush_pending()?;
+        self.time_index.flush_pending()?;
+        self.dirty = false;
+        Ok([
+            self.log.shared(),
+            self.offset_index.file().shared(),
+            self.time_index.file().shared(),
+        ])
+    }
+
     /// Removes the segment's files (open slices keep their descriptor).
     pub fn delete_files(self) -> io::Result<()> {
         for path in [
