@@ -43,11 +43,16 @@ impl RollSyncJob {
     /// fdatasyncs the rolled segments' files, then the partition directory
     /// (the new segment's entry).
     pub fn run(&self) -> io::Result<()> {
-        for f in &self.files {
-            f.sync_data()?;
-        }
+        sync_files(&self.files)?;
         super::sync_dir(&self.dir)
     }
+}
+
+fn sync_files(files: &[Arc<File>]) -> io::Result<()> {
+    for f in files {
+        f.sync_data()?;
+    }
+    Ok(())
 }
 
 impl Log {
@@ -125,9 +130,7 @@ impl Log {
     /// its completion could no longer move the recovery point safely.)
     pub(super) fn sync_pending_rolls(&mut self) -> io::Result<()> {
         for r in &self.roll_syncs {
-            for f in &r.files {
-                f.sync_data()?;
-            }
+            sync_files(&r.files)?;
         }
         self.roll_syncs.clear();
         Ok(())
