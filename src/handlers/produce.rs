@@ -24,6 +24,27 @@ fn failed(code: i16) -> ProducePartResult {
     }
 }
 
+/// Kafka's `RequestUtils.hasTransactionalRecords`: the first batch of any
+/// partition is a magic-2 batch with the transactional attribute.
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    // baseOffset(8) length(4) leaderEpoch(4) magic(1) crc(4) attributes(2)
+    const MAGIC_AT: usize = 16;
+    const ATTRIBUTES_AT: usize = 21;
+    const TRANSACTIONAL_FLAG: u16 = 0x10;
+    request
+        .topic_data
+        .iter()
+        .flat_map(|t| t.partition_data.iter())
+        .filter_map(|p| p.records.as_ref())
+        .any(|records| {
+            records.len() >= ATTRIBUTES_AT + 2
+                && records[MAGIC_AT] == 2
+                && u16::from_be_bytes([records[ATTRIBUTES_AT], records[ATTRIBUTES_AT + 1]])
+                    & TRANSACTIONAL_FLAG
+                    != 0
+        })
+}
+
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: ProduceRequest = decode_body(req)?;
     let acks = request.acks;
@@ -36,12 +57,22 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     if request.transactional_id.is_some() {
         return Err("transactional produce without a transaction coordinator".into());
     }
+    // Kafka's KafkaApis: transactional records need an (authorized)
+    // transactional id, else every partition fails and nothing is stored.
+    let refuse_all = has_transactional_records(&request);
     for topic in &request.topic_data {
         let name = topic.name.0.as_str();
         let info = image.topic(name);
         for p in &topic.partition_data {
             let idx = results.len();
             results.push(None);
+            if refuse_all {
+                results[idx] = Some(ProducePartResult {
+                    error_message: Some("Transactional Id authorization failed.".into()),
+                    ..failed(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                });
+                continue;
+            }
             if !valid_acks {
                 results[idx] = Some(failed(errors::INVALID_REQUIRED_ACKS));
                 continue;

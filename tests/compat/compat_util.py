@@ -116,8 +116,9 @@ def frame(payload):
     return i32(len(payload)) + payload
 
 
-def record_batch(records, base_ts, corrupt_crc=False):
-    """Uncompressed magic-2 batch. records: list of (key, value, headers)."""
+def record_batch(records, base_ts, corrupt_crc=False, attributes=0, producer_id=-1, producer_epoch=-1, base_sequence=-1):
+    """Uncompressed magic-2 batch. records: list of (key, value, headers).
+    attributes: 0x10 transactional, 0x20 control (compression bits stay 0)."""
     body = bytearray()
     for delta, (key, value, headers) in enumerate(records):
         r = bytearray(i8(0) + varint(0) + varint(delta))
@@ -128,13 +129,13 @@ def record_batch(records, base_ts, corrupt_crc=False):
             r += varint(len(hk)) + hk.encode() + varint(len(hv)) + hv
         body += varint(len(r)) + r
     after_crc = (
-        i16(0)  # attributes: no compression, create time
+        i16(attributes)
         + i32(len(records) - 1)  # last offset delta
         + i64(base_ts)
         + i64(base_ts)
-        + i64(-1)  # producer id
-        + i16(-1)  # producer epoch
-        + i32(-1)  # base sequence
+        + i64(producer_id)
+        + i16(producer_epoch)
+        + i32(base_sequence)
         + i32(len(records))
         + bytes(body)
     )

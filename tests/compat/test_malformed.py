@@ -16,7 +16,9 @@ from test_confluent import create_topics
 MAX_REQUEST_BYTES = 1024 * 1024
 UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TOPIC = "malformed"
+TXN_TOPIC = "malformed-txn"
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +130,34 @@ def test_produce_bad_crc_is_corrupt_message(mbroker):
         # Same connection still answers.
         s.sendall(cu.api_versions_v3_request(13))
         assert cu.parse_api_versions_v3(cu.recv_frame(s))[:2] == (13, 0)
+
+
+def test_transactional_batch_without_transactional_id_is_refused(mbroker):
+    """Kafka's KafkaApis refuses transactional records from a request with
+    no transactional id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every
+    partition, nothing stored (with or without a producer id), and with
+    acks=0 the connection is closed."""
+    create_topics(mbroker.bootstrap, [TXN_TOPIC], partitions=1)
+    recs = [(b"txn-k", b"txn-v", [])]
+    with conn(mbroker) as s:
+        s.sendall(cu.produce_v3(30, TXN_TOPIC, 0, cu.record_batch(recs, 1_700_000_000_000)))
+        _, res = cu.parse_produce_v3_response(cu.recv_frame(s))
+        end_before = res[(TXN_TOPIC, 0)][1] + 1
+        for corr, pid in ((31, -1), (32, 4242)):
+            batch = cu.record_batch(recs, 1_700_000_000_000, attributes=0x10, producer_id=pid,
+                                    producer_epoch=0 if pid >= 0 else -1, base_sequence=0 if pid >= 0 else -1)
+            s.sendall(cu.produce_v3(corr, TXN_TOPIC, 0, batch))
+            got_corr, res = cu.parse_produce_v3_response(cu.recv_frame(s))
+            assert got_corr == corr
+            assert res[(TXN_TOPIC, 0)] == (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1), res
+        # Nothing was stored: the next plain batch lands right after the first.
+        s.sendall(cu.produce_v3(33, TXN_TOPIC, 0, cu.record_batch(recs, 1_700_000_000_000)))
+        _, res = cu.parse_produce_v3_response(cu.recv_frame(s))
+        assert res[(TXN_TOPIC, 0)] == (0, end_before), res
+    with conn(mbroker) as s:
+        batch = cu.record_batch(recs, 1_700_000_000_000, attributes=0x10)
+        s.sendall(cu.produce_v3(34, TXN_TOPIC, 0, batch, acks=0))
+        assert_closed(s, "acks=0 transactional produce without transactional id")
 
 
 def test_normal_clients_still_work(mbroker):
