@@ -109,6 +109,22 @@ fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
 }
 
 impl Partition {
+    /// Logs a storage failure with the partition's directory and its cause
+    /// (Kafka names the directory with every KafkaStorageException) and
+    /// makes the KAFKA_STORAGE_ERROR answer.
+    pub fn storage_error(&self, what: &str, cause: &dyn std::fmt::Display) -> AppendError {
+        log::error!(
+            "{}-{} in dir {}: error while {what}: {cause}",
+            self.topic,
+            self.partition,
+            self.log.dir().display()
+        );
+        AppendError {
+            error_code: errors::KAFKA_STORAGE_ERROR,
+            message: format!("Error while {what}: {cause}"),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn open(
         log_dir: &Path,
@@ -263,10 +279,6 @@ impl Partition {
             error_code: e.error_code(),
             message: e.to_string(),
         };
-        let storage_error = |e: io::Error| AppendError {
-            error_code: errors::KAFKA_STORAGE_ERROR,
-            message: format!("append failed: {e}"),
-        };
         let info = if allow_staging && self.log.stages_appends() {
             // Direct mode: the request's bytes are staged as they are, with
             // the headers offset assignment rewrote beside them.
@@ -283,7 +295,9 @@ impl Partition {
                 .map_err(validation_error)?;
             let staged = PatchedRecords::new(records.slice(..info.valid_bytes), headers);
             let stored: Vec<BatchHeader> = staged.headers().flatten().collect();
-            self.log.stage(staged, info).map_err(storage_error)?;
+            if let Err(e) = self.log.stage(staged, info) {
+                return Err(self.storage_error("appending records", &e));
+            }
             for h in stored.iter().filter(|h| h.has_producer_id()) {
                 self.producer_state.update(h, now_ms);
             }
@@ -300,10 +314,10 @@ impl Partition {
                 )
                 .map_err(validation_error)?;
             let appended = &buf[..info.valid_bytes];
-            let rolled = self
-                .log
-                .append(appended, &info, now_ms)
-                .map_err(storage_error)?;
+            let rolled = match self.log.append(appended, &info, now_ms) {
+                Ok(rolled) => rolled,
+                Err(e) => return Err(self.storage_error("appending records", &e)),
+            };
             if let Some(new_base) = rolled {
                 self.snapshot_producer_state(new_base);
             }
@@ -346,9 +360,10 @@ impl Partition {
     pub fn complete_direct_write(&mut self, write: DirectWrite, result: io::Result<()>) -> bool {
         if let Err(e) = self.log.complete_write(write, result) {
             log::error!(
-                "{}-{}: direct write failed, the partition takes no more appends: {e}",
+                "{}-{} in dir {}: direct write failed, the partition takes no more appends: {e}",
                 self.topic,
-                self.partition
+                self.partition,
+                self.log.dir().display()
             );
             return false;
         }
@@ -373,9 +388,10 @@ impl Partition {
             Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
             Err(ReadError::Io(e)) => {
                 log::error!(
-                    "{}-{}: read at {fetch_offset}: {e}",
+                    "{}-{} in dir {}: read at {fetch_offset}: {e}",
                     self.topic,
-                    self.partition
+                    self.partition,
+                    self.log.dir().display()
                 );
                 out.error_code = errors::KAFKA_STORAGE_ERROR;
             }
@@ -398,9 +414,10 @@ impl Partition {
             Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
             Err(ReadError::Io(e)) => {
                 log::error!(
-                    "{}-{}: follower read at {fetch_offset}: {e}",
+                    "{}-{} in dir {}: follower read at {fetch_offset}: {e}",
                     self.topic,
-                    self.partition
+                    self.partition,
+                    self.log.dir().display()
                 );
                 out.error_code = errors::KAFKA_STORAGE_ERROR;
             }

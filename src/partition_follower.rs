@@ -19,13 +19,6 @@ fn corrupt(message: String) -> AppendError {
     }
 }
 
-fn storage(message: String) -> AppendError {
-    AppendError {
-        error_code: errors::KAFKA_STORAGE_ERROR,
-        message,
-    }
-}
-
 /// The follower's truncation point for a diverging epoch in a fetch
 /// response (Kafka's `getOffsetTruncationState`). The leader says its
 /// epoch `diverging.0` ends at `diverging.1`; `local_end_offset_for` is the
@@ -150,7 +143,7 @@ impl Partition {
             }
             self.truncate_fully_and_start_at(info.first_offset, now_ms)
                 .map_err(|e| {
-                    storage(format!("restarting the log at {}: {e}", info.first_offset))
+                    self.storage_error(&format!("restarting the log at {}", info.first_offset), &e)
                 })?;
         } else if info.first_offset > leo {
             // Kafka accepts such gaps (a compacted leader drops whole
@@ -168,11 +161,11 @@ impl Partition {
         // leadership without writes); the fetched batches say what is there.
         self.leader_epoch_cache
             .truncate_from_end(info.first_offset)
-            .map_err(|e| storage(format!("leader epoch checkpoint: {e}")))?;
-        let rolled = self
-            .log
-            .append(new, &info, now_ms)
-            .map_err(|e| storage(format!("append failed: {e}")))?;
+            .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
+        let rolled = match self.log.append(new, &info, now_ms) {
+            Ok(rolled) => rolled,
+            Err(e) => return Err(self.storage_error("appending fetched records", &e)),
+        };
         if let Some(new_base) = rolled {
             if let Err(e) = self.producer_state.take_snapshot(new_base) {
                 log::warn!(
@@ -188,7 +181,7 @@ impl Partition {
             {
                 self.leader_epoch_cache
                     .assign(h.partition_leader_epoch, h.base_offset)
-                    .map_err(|e| storage(format!("leader epoch checkpoint: {e}")))?;
+                    .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
             }
             if h.has_producer_id() {
                 self.producer_state.update(&h, now_ms);

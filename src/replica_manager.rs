@@ -533,7 +533,10 @@ impl ReplicaManager {
                     offset: -1,
                     leader_epoch: -1,
                 },
-                Err(_) => fail(errors::KAFKA_STORAGE_ERROR),
+                Err(e) => {
+                    p.storage_error("reading the time index for the max timestamp", &e);
+                    fail(errors::KAFKA_STORAGE_ERROR)
+                }
             },
             ts if ts >= 0 => match p.log.offset_for_timestamp(ts) {
                 Ok(Some((offset, found_ts))) => ok(offset, found_ts),
@@ -543,7 +546,10 @@ impl ReplicaManager {
                     offset: -1,
                     leader_epoch: -1,
                 },
-                Err(_) => fail(errors::KAFKA_STORAGE_ERROR),
+                Err(e) => {
+                    p.storage_error(&format!("looking up the offset for timestamp {ts}"), &e);
+                    fail(errors::KAFKA_STORAGE_ERROR)
+                }
             },
             _ => fail(errors::INVALID_REQUEST),
         }
@@ -563,7 +569,7 @@ impl ReplicaManager {
         match p.log.delete_records_before(target) {
             Ok(low) => (errors::NONE, low),
             Err(e) => {
-                log::error!("delete records {topic}-{partition} before {target}: {e}");
+                p.storage_error(&format!("deleting records before {target}"), &e);
                 (errors::KAFKA_STORAGE_ERROR, -1)
             }
         }

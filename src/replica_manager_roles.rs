@@ -26,7 +26,11 @@ impl ReplicaManager {
             .filter(|p| self.partition(&topic.name, *p).is_none())
             .collect();
         if let Err(e) = self.open_partitions(topic, &missing, now_ms) {
-            log::error!("opening logs of {}: {e}", topic.name);
+            log::error!(
+                "opening logs of {} in dir {}: {e}",
+                topic.name,
+                self.log_dir.display()
+            );
             return vec![errors::KAFKA_STORAGE_ERROR; parts.len()];
         }
         let mut codes = Vec::with_capacity(parts.len());
@@ -82,11 +86,7 @@ impl ReplicaManager {
                     codes.push(errors::NONE)
                 }
                 Err(e) => {
-                    log::error!(
-                        "{}-{}: becoming leader/follower: {e}",
-                        topic.name,
-                        rc.partition
-                    );
+                    partition.storage_error("becoming leader or follower", &e);
                     codes.push(errors::KAFKA_STORAGE_ERROR);
                 }
             }
@@ -167,6 +167,7 @@ impl ReplicaManager {
             if t.is_empty() {
                 self.topics.remove(topic);
             }
+            let dir = partition.log.dir().to_path_buf();
             let r = if delete {
                 self.cleaner.forget(partition.log.dir());
                 partition.log.delete()
@@ -176,7 +177,7 @@ impl ReplicaManager {
             match r {
                 Ok(()) => codes.push(errors::NONE),
                 Err(e) => {
-                    log::error!("stopping replica {topic}-{p}: {e}");
+                    log::error!("stopping replica {topic}-{p} in dir {}: {e}", dir.display());
                     codes.push(errors::KAFKA_STORAGE_ERROR);
                 }
             }
