@@ -575,7 +575,12 @@ fn a_restarted_server_keeps_the_session() {
 
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(15);
-    while seen.iter().filter(|e| matches!(e, ZkEvent::Node { .. })).count() < 3 {
+    while seen
+        .iter()
+        .filter(|e| matches!(e, ZkEvent::Node { .. }))
+        .count()
+        < 3
+    {
         match next_event(&events, deadline.saturating_duration_since(Instant::now())) {
             Some(e) => seen.push(e),
             None => panic!("saw only {seen:?}\n{}", zk.log()),

@@ -151,12 +151,9 @@ async fn rearm_data(
     deadline: Instant,
     armed: &mut Vec<NewWatch>,
 ) -> Option<(NodeEventKind, String)> {
-    let stat = tokio::time::timeout_at(
-        deadline.into(),
-        client.check_and_watch_stat(&watch.path),
-    )
-    .await
-    .unwrap_or(Err(zkc::Error::Timeout));
+    let stat = tokio::time::timeout_at(deadline.into(), client.check_and_watch_stat(&watch.path))
+        .await
+        .unwrap_or(Err(zkc::Error::Timeout));
     let (stat, watcher) = match stat {
         Ok(found) => found,
         Err(e) => return unknown(&watch, &e),
@@ -187,12 +184,10 @@ async fn rearm_child(
     deadline: Instant,
     armed: &mut Vec<NewWatch>,
 ) -> Option<(NodeEventKind, String)> {
-    let listed = tokio::time::timeout_at(
-        deadline.into(),
-        client.get_and_watch_children(&watch.path),
-    )
-    .await
-    .unwrap_or(Err(zkc::Error::Timeout));
+    let listed =
+        tokio::time::timeout_at(deadline.into(), client.get_and_watch_children(&watch.path))
+            .await
+            .unwrap_or(Err(zkc::Error::Timeout));
     match listed {
         Err(zkc::Error::NoNode) => Some((NodeEventKind::Deleted, watch.path)),
         Err(e) => unknown(&watch, &e),

@@ -594,10 +594,7 @@ impl Worker {
     /// (once set again) watches. The owner sees Connected, as after any
     /// reconnection.
     fn session_resumed(&mut self, client: zkc::Client) {
-        log::info!(
-            "ZooKeeper session 0x{:x} resumed",
-            client.session_id().0
-        );
+        log::info!("ZooKeeper session 0x{:x} resumed", client.session_id().0);
         self.state = Some(next_state(client.state_watcher()));
         self.connected = true;
         self.client = Some(client.clone());
