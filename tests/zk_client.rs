@@ -1,7 +1,6 @@
 //! `kshard::zk::ZkClient` against a real ZooKeeper: the 3.8 server of
 //! Apache Kafka 3.9.1's jar set, started per test on a free port.
 
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -55,7 +54,6 @@ static SERVERS: AtomicUsize = AtomicUsize::new(0);
 
 impl ZooKeeper {
     fn start() -> ZooKeeper {
-        let libs = kafka_libs();
         let port = free_port();
         let dir = std::env::temp_dir().join(format!(
             "kshard-zk-test-{}-{}",
@@ -64,8 +62,30 @@ impl ZooKeeper {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("data")).expect("create ZooKeeper data dir");
-        let log = File::create(dir.join("zookeeper.log")).expect("create ZooKeeper log");
-        let child = Command::new("java")
+        let child = Self::spawn(port, &dir);
+        let mut zk = ZooKeeper { child, port, dir };
+        zk.wait_serving(Duration::from_secs(30));
+        zk
+    }
+
+    /// Stops the server (kill -9), keeps it down for `down`, and starts it
+    /// again on the same port and data.
+    fn restart_after(&mut self, down: Duration) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        thread::sleep(down);
+        self.child = Self::spawn(self.port, &self.dir);
+        self.wait_serving(Duration::from_secs(30));
+    }
+
+    fn spawn(port: u16, dir: &std::path::Path) -> Child {
+        let libs = kafka_libs();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("zookeeper.log"))
+            .expect("open ZooKeeper log");
+        Command::new("java")
             .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
             .arg("-Dzookeeper.admin.enableServer=false")
             // Tests need no durability: skip the fsync of every transaction.
@@ -82,10 +102,7 @@ impl ZooKeeper {
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)
             .spawn()
-            .expect("start java (is a JDK installed?)");
-        let mut zk = ZooKeeper { child, port, dir };
-        zk.wait_serving(Duration::from_secs(30));
-        zk
+            .expect("start java (is a JDK installed?)")
     }
 
     fn log(&self) -> String {
@@ -527,6 +544,77 @@ fn a_paused_server_disconnects_without_losing_the_session() {
     assert_eq!(c.session_id(), session);
     expect_quiet(&events, 200);
     c.close();
+}
+
+/// ZooKeeper down for longer than the session timeout and restarted on its
+/// data: the server restores the session, and the client keeps it (its
+/// ephemeral node, its watches) as ZooKeeper's Java client does, instead of
+/// giving up after 7/5 of the timeout as the crate does on its own. Each
+/// watch fires once for a change made right after the restart, whether the
+/// change lands before or after the watch is set again.
+#[test]
+fn a_restarted_server_keeps_the_session() {
+    let mut zk = ZooKeeper::start();
+    let mut c = zk.connect("/keep", 2000);
+    let events = c.events();
+    let session = c.session_id();
+    c.create("/eph", b"", true, false).unwrap();
+    c.create("/data", b"0", false, false).unwrap();
+    c.create("/parent", b"", false, false).unwrap();
+    c.get_watch("/data").unwrap();
+    c.children_watch("/parent").unwrap();
+    assert!(c.exists_watch("/later").unwrap().is_none());
+    c.create("/quiet", b"", false, false).unwrap();
+    c.get_watch("/quiet").unwrap();
+
+    zk.restart_after(Duration::from_millis(4000));
+    let mut observer = zk.connect("/keep", 6000);
+    observer.set("/data", b"1", ANY_VERSION).unwrap();
+    observer.create("/parent/kid", b"", false, false).unwrap();
+    observer.create("/later", b"", false, false).unwrap();
+
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while seen
+        .iter()
+        .filter(|e| matches!(e, ZkEvent::Node { .. }))
+        .count()
+        < 3
+    {
+        match next_event(&events, deadline.saturating_duration_since(Instant::now())) {
+            Some(e) => seen.push(e),
+            None => panic!("saw only {seen:?}\n{}", zk.log()),
+        }
+    }
+    assert_eq!(seen.first(), Some(&ZkEvent::Disconnected), "{seen:?}");
+    assert!(seen.contains(&ZkEvent::Connected), "{seen:?}");
+    assert!(
+        !seen.iter().any(|e| matches!(
+            e,
+            ZkEvent::SessionExpired | ZkEvent::SessionEstablished { .. }
+        )),
+        "{seen:?}"
+    );
+    for (kind, path) in [
+        (NodeEventKind::DataChanged, "/data"),
+        (NodeEventKind::ChildrenChanged, "/parent"),
+        (NodeEventKind::Created, "/later"),
+    ] {
+        let want = ZkEvent::Node {
+            kind,
+            path: path.into(),
+        };
+        assert!(seen.contains(&want), "no {want:?} in {seen:?}");
+    }
+    expect_quiet(&events, 300);
+    assert_eq!(c.session_id(), session);
+    let eph = observer.try_exists("/eph").unwrap().expect("/eph kept");
+    assert!(eph.ephemeral);
+    // The unchanged node's watch was set again and still fires.
+    observer.set("/quiet", b"1", ANY_VERSION).unwrap();
+    expect_node(&events, NodeEventKind::DataChanged, "/quiet");
+    c.close();
+    observer.close();
 }
 
 #[test]

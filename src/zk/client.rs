@@ -261,6 +261,15 @@ impl ZkClient {
         self.call(move |c, deadline| ops::exists(c, path, deadline))
     }
 
+    /// The session owning `path` if it is an ephemeral node (0 for a
+    /// persistent one); None if absent. Kafka's checkedEphemeralCreate
+    /// compares it with the current session.
+    pub fn ephemeral_owner(&self, path: &str) -> StoreResult<Option<i64>> {
+        validate_path(path)?;
+        let path = path.to_string();
+        self.call(move |c, deadline| ops::ephemeral_owner(c, path, deadline))
+    }
+
     /// Reads `path` and leaves a one-shot data watch: DataChanged or
     /// Deleted. NoNode sets no watch (as in ZooKeeper).
     pub fn get_watch(&self, path: &str) -> StoreResult<(Vec<u8>, Stat)> {

@@ -5,10 +5,14 @@
 //!
 //! Watches are one-shot, as in ZooKeeper; their firings and the session's
 //! state changes arrive as `ZkEvent`s on one channel (`ZkClient::events`).
-//! When the session expires the client builds a new one by itself, like
-//! Kafka's `ZooKeeperClient.reinitialize`, and announces it with
-//! `ZkEvent::SessionEstablished`; the owner then re-registers its
-//! ephemeral nodes and watches (Kafka's `afterInitializingSession`).
+//! As ZooKeeper's Java client, it keeps its session across any outage the
+//! session survives on the server (a restarted ensemble restores its
+//! sessions): it reconnects with the session's id and password, and sets
+//! its watches again. Only when a server says the session expired does it
+//! build a new one by itself, like Kafka's `ZooKeeperClient.reinitialize`,
+//! and announce it with `ZkEvent::SessionEstablished`; the owner then
+//! re-registers its ephemeral nodes and watches (Kafka's
+//! `afterInitializingSession`).
 //!
 //! Event semantics:
 //! - A watch fires once. At most one data watch (from `get_watch` or
@@ -25,10 +29,13 @@
 //!   other events, possibly ahead of another watch's event that came
 //!   between the two.
 //! - `Disconnected`/`Connected` mark connection loss and recovery within a
-//!   session; the crate re-sets watches on reconnection. Calls wait for the
-//!   reconnection within their bound; reads in flight at the loss are
-//!   re-sent, writes fail with ConnectionAborted (outcome unknown).
-//! - On expiry: `SessionExpired`, then (after retries with backoff)
+//!   session, however long the loss lasts; watches are set again on
+//!   reconnection, and one whose node changed meanwhile fires then (as
+//!   ZooKeeper's SetWatches does). Calls wait for the reconnection within
+//!   their bound; reads in flight at the loss are re-sent, writes fail with
+//!   ConnectionAborted (outcome unknown).
+//! - On expiry (a server's answer): `SessionExpired`, then (after retries
+//!   with backoff)
 //!   `SessionEstablished { session_id }`. The old session's watches are
 //!   dropped silently. Calls made in between wait for the new session
 //!   within their bound; calls in flight at the expiry fail with
@@ -37,6 +44,7 @@
 mod client;
 mod ops;
 mod ready;
+mod resume;
 mod session;
 
 #[cfg(test)]

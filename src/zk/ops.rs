@@ -29,6 +29,10 @@ pub(crate) struct NewWatch {
     pub(crate) class: WatchClass,
     /// czxid of the node watched; None for an exists watch on an absent node.
     pub(crate) czxid: Option<i64>,
+    /// What the watch has seen: the node's mzxid for a data watch, its
+    /// pzxid for a child watch (0 when absent). A resumed session compares
+    /// it with the node's current one, as ZooKeeper's SetWatches does.
+    pub(crate) zxid: i64,
     pub(crate) watcher: zkc::OneshotWatcher,
 }
 
@@ -194,6 +198,19 @@ pub(crate) async fn exists(
     }
 }
 
+/// The session owning an ephemeral node (0 for a persistent one), or
+/// None if the node is absent.
+pub(crate) async fn ephemeral_owner(
+    client: zkc::Client,
+    path: String,
+    deadline: Instant,
+) -> StoreResult<Option<i64>> {
+    match retry_read(deadline, || client.check_stat(&path)).await {
+        Ok(stat) => Ok(stat.map(|s| s.ephemeral_owner)),
+        Err(e) => Err(map_error(e, &path)),
+    }
+}
+
 pub(crate) async fn get_watch(
     client: zkc::Client,
     path: String,
@@ -206,6 +223,7 @@ pub(crate) async fn get_watch(
                 path,
                 class: WatchClass::Data,
                 czxid: Some(stat.czxid),
+                zxid: stat.mzxid,
                 watcher,
             };
             (result, Some(watch))
@@ -226,6 +244,7 @@ pub(crate) async fn exists_watch(
                 path,
                 class: WatchClass::Data,
                 czxid: stat.map(|s| s.czxid),
+                zxid: stat.map_or(0, |s| s.mzxid),
                 watcher,
             };
             (result, Some(watch))
@@ -246,6 +265,7 @@ pub(crate) async fn children_watch(
                 path,
                 class: WatchClass::Child,
                 czxid: Some(stat.czxid),
+                zxid: stat.pzxid,
                 watcher,
             };
             (Ok(names), Some(watch))

@@ -15,6 +15,7 @@ use zookeeper_client as zkc;
 
 use super::ops::{self, NewWatch, WatchClass};
 use super::ready::{LocalFuture, ReadySet};
+use super::resume::{self, Armed, Rearmed};
 use super::{ConnectString, NodeEventKind, ZkEvent};
 
 /// First pause between attempts to replace an expired session; doubles up
@@ -146,11 +147,27 @@ enum Output {
         path: String,
         event: zkc::WatchedEvent,
     },
+    /// The watches of a resumed session, set again.
+    Rearmed {
+        generation: u64,
+        rearmed: Rearmed,
+    },
+}
+
+/// How a lost connection ended.
+enum Reconnected {
+    /// The same session, through a new crate client.
+    Resumed(zkc::Client),
+    /// The server says the session expired.
+    Expired,
+    /// A new session replacing an expired one.
+    New(zkc::Client),
 }
 
 struct Registration {
     id: u64,
     czxid: Option<i64>,
+    zxid: i64,
 }
 
 /// The one-shot watches pending in the current session, at most one per
@@ -173,6 +190,7 @@ impl WatchRegistry {
         path: &str,
         class: WatchClass,
         czxid: Option<i64>,
+        zxid: i64,
     ) -> Option<u64> {
         let key = (path.to_string(), class);
         if self.pending.contains_key(&key) {
@@ -180,7 +198,7 @@ impl WatchRegistry {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.pending.insert(key, Registration { id, czxid });
+        self.pending.insert(key, Registration { id, czxid, zxid });
         Some(id)
     }
 
@@ -236,6 +254,20 @@ impl WatchRegistry {
         self.suppressed.clear();
     }
 
+    /// Empties the registry, returning the watches still pending.
+    fn take_pending(&mut self) -> Vec<Armed> {
+        self.suppressed.clear();
+        self.pending
+            .drain()
+            .map(|((path, class), reg)| Armed {
+                path,
+                class,
+                czxid: reg.czxid,
+                zxid: reg.zxid,
+            })
+            .collect()
+    }
+
     #[cfg(test)]
     pub(crate) fn pending_count(&self) -> usize {
         self.pending.len()
@@ -263,7 +295,9 @@ pub(crate) struct Worker {
     generation: u64,
     connected: bool,
     state: Option<StateFuture>,
-    recreate: Option<LocalFuture<zkc::Client>>,
+    reconnect: Option<LocalFuture<Reconnected>>,
+    /// Watches of a session being resumed, to be set again.
+    rearm: Vec<Armed>,
     /// Calls that arrived while no session existed.
     waiting: VecDeque<(Instant, Start)>,
     running: ReadySet<Output>,
@@ -290,7 +324,8 @@ impl Worker {
             client: Some(client),
             generation: 0,
             connected: true,
-            recreate: None,
+            reconnect: None,
+            rearm: Vec::new(),
             waiting: VecDeque::new(),
             running: ReadySet::new(),
             watches: WatchRegistry::default(),
@@ -334,10 +369,14 @@ impl Worker {
                     continue;
                 }
             }
-            if let Some(recreate) = self.recreate.as_mut() {
-                if let Poll::Ready(client) = recreate.as_mut().poll(cx) {
-                    self.recreate = None;
-                    self.session_created(client);
+            if let Some(reconnect) = self.reconnect.as_mut() {
+                if let Poll::Ready(outcome) = reconnect.as_mut().poll(cx) {
+                    self.reconnect = None;
+                    match outcome {
+                        Reconnected::Resumed(client) => self.session_resumed(client),
+                        Reconnected::Expired => self.session_expired(),
+                        Reconnected::New(client) => self.session_created(client),
+                    }
                     continue;
                 }
             }
@@ -386,32 +425,24 @@ impl Worker {
         match out {
             Output::Done => {}
             Output::Watch { generation, watch } => {
-                if generation != self.generation {
-                    return; // Set in a session that is gone.
+                if generation == self.generation {
+                    self.arm(watch);
                 }
-                let NewWatch {
-                    path,
-                    class,
-                    czxid,
-                    watcher,
-                } = watch;
-                let Some(id) = self.watches.register(&path, class, czxid) else {
-                    // One of this class is pending on the path: dropping the
-                    // duplicate keeps one event per change.
+                // Else it was set in a session that is gone.
+            }
+            Output::Rearmed {
+                generation,
+                rearmed,
+            } => {
+                if generation != self.generation {
                     return;
-                };
-                // Polled next: if it fired already, that happened after the
-                // reply that armed it and before anything still queued.
-                self.running.push_front(Box::pin(async move {
-                    let event = watcher.changed().await;
-                    Output::Fired {
-                        generation,
-                        id,
-                        class,
-                        path,
-                        event,
-                    }
-                }));
+                }
+                for (kind, path) in rearmed.events {
+                    self.emit(ZkEvent::Node { kind, path });
+                }
+                for watch in rearmed.watches {
+                    self.arm(watch);
+                }
             }
             Output::Fired {
                 generation,
@@ -432,10 +463,44 @@ impl Worker {
                             });
                         }
                     }
+                    // The session ended: the watch stays registered, to
+                    // be set again if the session is resumed (the end of
+                    // the session empties the registry either way).
+                    None if event.session_state.is_terminated() => {}
                     None => self.watches.forget(id, class, &path),
                 }
             }
         }
+    }
+
+    /// Registers a watch the server set in the current session and starts
+    /// waiting for it to fire.
+    fn arm(&mut self, watch: NewWatch) {
+        let generation = self.generation;
+        let NewWatch {
+            path,
+            class,
+            czxid,
+            zxid,
+            watcher,
+        } = watch;
+        let Some(id) = self.watches.register(&path, class, czxid, zxid) else {
+            // One of this class is pending on the path: dropping the
+            // duplicate keeps one event per change.
+            return;
+        };
+        // Polled next: if it fired already, that happened after the
+        // reply that armed it and before anything still queued.
+        self.running.push_front(Box::pin(async move {
+            let event = watcher.changed().await;
+            Output::Fired {
+                generation,
+                id,
+                class,
+                path,
+                event,
+            }
+        }));
     }
 
     fn state_changed(&mut self, state: zkc::SessionState) {
@@ -460,24 +525,61 @@ impl Worker {
         }
     }
 
-    /// Kafka's ZooKeeperClient on Expired: tell the owner, then build a new
-    /// session, retrying until one is established.
+    /// The crate ended the session: after 7/5 of the session timeout
+    /// without a server (its own verdict), or on the server's word. Like
+    /// ZooKeeper's Java client, only the server's word counts: first try to
+    /// resume the session (see `resume`); calls wait meanwhile.
     fn session_lost(&mut self, state: zkc::SessionState) {
+        let session = self.client.take().map(|c| c.session().clone());
+        self.generation += 1;
+        self.rearm = self.watches.take_pending();
+        let session = match session {
+            Some(session) if state == zkc::SessionState::Expired => session,
+            _ => return self.session_expired(),
+        };
+        log::info!(
+            "ZooKeeper session 0x{:x} lost its connection; resuming it until a server answers",
+            session.id().0
+        );
+        if self.connected {
+            self.connected = false;
+            self.emit(ZkEvent::Disconnected);
+        }
+        let settings = self.settings.clone();
+        self.reconnect = Some(Box::pin(async move {
+            let resumed = resume::resume_until_answered(
+                settings,
+                session,
+                RECREATE_BACKOFF_START,
+                RECREATE_BACKOFF_MAX,
+            );
+            match resumed.await {
+                Some(client) => Reconnected::Resumed(client),
+                None => Reconnected::Expired,
+            }
+        }));
+    }
+
+    /// The session is gone for good (Kafka's ZooKeeperClient on Expired):
+    /// tell the owner, then build a new session, retrying until one is
+    /// established.
+    fn session_expired(&mut self) {
         log::warn!(
-            "ZooKeeper session 0x{:x} ended ({state}), creating a new one",
+            "ZooKeeper session 0x{:x} expired, creating a new one",
             self.session_id.load(Ordering::SeqCst)
         );
         self.client = None;
         self.connected = false;
         self.generation += 1;
         self.watches.clear();
+        self.rearm.clear();
         self.emit(ZkEvent::SessionExpired);
         let settings = self.settings.clone();
-        self.recreate = Some(Box::pin(async move {
+        self.reconnect = Some(Box::pin(async move {
             let mut backoff = RECREATE_BACKOFF_START;
             loop {
                 match connect_session(&settings, false).await {
-                    Ok(client) => return client,
+                    Ok(client) => return Reconnected::New(client),
                     Err(e) => {
                         log::warn!("Recreating the ZooKeeper session failed: {e}; retrying");
                         tokio::time::sleep(backoff).await;
@@ -488,14 +590,31 @@ impl Worker {
         }));
     }
 
-    fn session_created(&mut self, client: zkc::Client) {
-        let session_id = client.session_id().0;
-        log::info!("ZooKeeper session 0x{session_id:x} established");
-        self.session_id.store(session_id, Ordering::SeqCst);
+    /// The server took the session back: the same id, ephemeral nodes and
+    /// (once set again) watches. The owner sees Connected, as after any
+    /// reconnection.
+    fn session_resumed(&mut self, client: zkc::Client) {
+        log::info!("ZooKeeper session 0x{:x} resumed", client.session_id().0);
         self.state = Some(next_state(client.state_watcher()));
         self.connected = true;
         self.client = Some(client.clone());
-        self.emit(ZkEvent::SessionEstablished { session_id });
+        self.emit(ZkEvent::Connected);
+        let generation = self.generation;
+        let armed = std::mem::take(&mut self.rearm);
+        let deadline = Instant::now() + self.settings.session_timeout;
+        let rearm_client = client.clone();
+        self.running.push_back(Box::pin(async move {
+            let rearmed = resume::rearm(rearm_client, armed, deadline).await;
+            Output::Rearmed {
+                generation,
+                rearmed,
+            }
+        }));
+        self.start_waiting(&client);
+    }
+
+    /// Starts the calls that waited for a session (those still wanted).
+    fn start_waiting(&mut self, client: &zkc::Client) {
         let now = Instant::now();
         while let Some((deadline, start)) = self.waiting.pop_front() {
             if deadline > now {
@@ -504,12 +623,23 @@ impl Worker {
         }
     }
 
+    fn session_created(&mut self, client: zkc::Client) {
+        let session_id = client.session_id().0;
+        log::info!("ZooKeeper session 0x{session_id:x} established");
+        self.session_id.store(session_id, Ordering::SeqCst);
+        self.state = Some(next_state(client.state_watcher()));
+        self.connected = true;
+        self.client = Some(client.clone());
+        self.emit(ZkEvent::SessionEstablished { session_id });
+        self.start_waiting(&client);
+    }
+
     /// Closes the session so its ephemeral nodes go at once, waiting (up to
     /// the session timeout) for the server to confirm.
     async fn shutdown(mut self) {
         self.running.clear();
         self.waiting.clear();
-        self.recreate = None;
+        self.reconnect = None;
         let Some(client) = self.client.take() else {
             return;
         };

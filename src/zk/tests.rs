@@ -103,13 +103,13 @@ fn error_names_the_problem() {
 #[test]
 fn registry_keeps_one_watch_per_path_and_class() {
     let mut r = WatchRegistry::default();
-    let a = r.register("/a", WatchClass::Data, Some(7)).unwrap();
-    assert!(r.register("/a", WatchClass::Data, Some(7)).is_none());
-    let c = r.register("/a", WatchClass::Child, Some(7)).unwrap();
+    let a = r.register("/a", WatchClass::Data, Some(7), 0).unwrap();
+    assert!(r.register("/a", WatchClass::Data, Some(7), 0).is_none());
+    let c = r.register("/a", WatchClass::Child, Some(7), 0).unwrap();
     assert_eq!(r.pending_count(), 2);
     assert!(r.fired(a, WatchClass::Data, "/a", NodeEventKind::DataChanged));
     // Re-armable after firing.
-    let a2 = r.register("/a", WatchClass::Data, Some(7)).unwrap();
+    let a2 = r.register("/a", WatchClass::Data, Some(7), 0).unwrap();
     assert_ne!(a, a2);
     assert!(r.fired(c, WatchClass::Child, "/a", NodeEventKind::ChildrenChanged));
     assert_eq!(r.pending_count(), 1);
@@ -118,8 +118,8 @@ fn registry_keeps_one_watch_per_path_and_class() {
 #[test]
 fn registry_reports_a_deletion_once() {
     let mut r = WatchRegistry::default();
-    let d = r.register("/n", WatchClass::Data, Some(5)).unwrap();
-    let c = r.register("/n", WatchClass::Child, Some(5)).unwrap();
+    let d = r.register("/n", WatchClass::Data, Some(5), 0).unwrap();
+    let c = r.register("/n", WatchClass::Child, Some(5), 0).unwrap();
     assert!(r.fired(d, WatchClass::Data, "/n", NodeEventKind::Deleted));
     // The child watch of the same node fires for the same deletion: muted.
     assert!(!r.fired(c, WatchClass::Child, "/n", NodeEventKind::Deleted));
@@ -129,16 +129,16 @@ fn registry_reports_a_deletion_once() {
 #[test]
 fn registry_keeps_watches_of_a_newer_incarnation() {
     let mut r = WatchRegistry::default();
-    let d = r.register("/n", WatchClass::Data, Some(5)).unwrap();
+    let d = r.register("/n", WatchClass::Data, Some(5), 0).unwrap();
     // A child watch set on a re-created node (another czxid) outlives the
     // old node's deletion.
-    let c = r.register("/n", WatchClass::Child, Some(9)).unwrap();
+    let c = r.register("/n", WatchClass::Child, Some(9), 0).unwrap();
     assert!(r.fired(d, WatchClass::Data, "/n", NodeEventKind::Deleted));
     assert_eq!(r.pending_count(), 1);
     assert!(r.fired(c, WatchClass::Child, "/n", NodeEventKind::ChildrenChanged));
     // An exists watch on an absent node is never muted by a deletion.
-    let e = r.register("/m", WatchClass::Data, None).unwrap();
-    let c = r.register("/m", WatchClass::Child, Some(3)).unwrap();
+    let e = r.register("/m", WatchClass::Data, None, 0).unwrap();
+    let c = r.register("/m", WatchClass::Child, Some(3), 0).unwrap();
     assert!(r.fired(c, WatchClass::Child, "/m", NodeEventKind::Deleted));
     assert!(r.fired(e, WatchClass::Data, "/m", NodeEventKind::Created));
 }

@@ -126,7 +126,14 @@ pub struct KafkaController {
     ctx: ControllerContext,
     channels: Option<ControllerChannelManager>,
     next_rebalance_check: Instant,
+    /// Set by a new session until `/brokers/ids/<id>` is ours again: when
+    /// to try next, and how many attempts failed.
+    registration_due: Option<(Instant, u32)>,
 }
+
+/// Pause between attempts at registering again while the expired
+/// session's node is still there.
+const REREGISTER_RETRY: Duration = Duration::from_millis(200);
 
 /// Starts the controller event thread for this broker.
 pub fn spawn(zk: ZkClient, config: Arc<BrokerConfig>) -> Result<ControllerHandle, String> {
@@ -166,6 +173,7 @@ pub fn spawn(zk: ZkClient, config: Arc<BrokerConfig>) -> Result<ControllerHandle
         ctx: ControllerContext::default(),
         channels: None,
         next_rebalance_check: Instant::now() + Duration::from_secs(interval_s),
+        registration_due: None,
     };
     thread::Builder::new()
         .name("controller-event-thread".into())
@@ -184,11 +192,16 @@ impl KafkaController {
     fn run(&mut self, rx: crossbeam_channel::Receiver<ControllerEvent>) {
         self.watch_controller_and_elect();
         loop {
-            match rx.recv_timeout(Duration::from_millis(500)) {
+            let wait = match self.registration_due {
+                Some((due, _)) => due.saturating_duration_since(Instant::now()),
+                None => Duration::from_millis(500),
+            };
+            match rx.recv_timeout(wait) {
                 Ok(ev) => self.handle(ev),
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
             }
+            self.register_again_if_due();
             if self.is_active() {
                 self.periodic();
             }
@@ -204,6 +217,7 @@ impl KafkaController {
             ControllerEvent::Zk(ZkEvent::Node { kind, path }) => self.on_node_event(kind, &path),
             ControllerEvent::Zk(ZkEvent::SessionExpired) => {
                 log::warn!("ZooKeeper session expired");
+                self.registration_due = None;
                 if self.is_active() {
                     self.resign();
                 }
@@ -213,12 +227,7 @@ impl KafkaController {
                     "new ZooKeeper session {session_id:#x}: registering broker {} again",
                     self.broker_id
                 );
-                if let Err(e) =
-                    crate::cluster::register_broker(&mut self.zk, &self.config, self.broker_id)
-                {
-                    log::error!("re-registering after session expiry: {e}");
-                }
-                self.watch_controller_and_elect();
+                self.registration_due = Some((Instant::now(), 0));
             }
             ControllerEvent::Zk(_) => {}
             ControllerEvent::Request(req) => self.on_request(req),
@@ -226,6 +235,46 @@ impl KafkaController {
                 if self.is_active() {
                     self.on_deletion_ack(&topic, broker, ok);
                 }
+            }
+        }
+    }
+
+    /// Kafka's RegisterBrokerAndReelect after a new session: registers
+    /// `/brokers/ids/<id>` again, retrying for as long as the expired
+    /// session's node is still there (ZooKeeper deletes it when it expires
+    /// that session, at the latest one session timeout after a restart),
+    /// then joins the controller election.
+    fn register_again_if_due(&mut self) {
+        let Some((due, failed)) = self.registration_due else {
+            return;
+        };
+        if Instant::now() < due {
+            return;
+        }
+        match crate::cluster::reregister_broker(&mut self.zk, &self.config, self.broker_id) {
+            Ok(true) => {
+                log::info!(
+                    "registered broker {} at /brokers/ids/{} (ZooKeeper session {:#x})",
+                    self.broker_id,
+                    self.broker_id,
+                    self.zk.session_id()
+                );
+                self.registration_due = None;
+                self.watch_controller_and_elect();
+            }
+            Ok(false) => {
+                if failed % 50 == 0 {
+                    log::info!(
+                        "/brokers/ids/{} still belongs to the expired ZooKeeper session; \
+                         registering again once ZooKeeper removes it",
+                        self.broker_id
+                    );
+                }
+                self.registration_due = Some((Instant::now() + REREGISTER_RETRY, failed + 1));
+            }
+            Err(e) => {
+                log::error!("re-registering after session expiry: {e}; retrying");
+                self.registration_due = Some((Instant::now() + REREGISTER_RETRY, failed + 1));
             }
         }
     }
