@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::admin_limits::check_partitions_per_request;
 use crate::config::topic::TopicConfig;
 use crate::controller::NewTopic;
 use crate::metadata::topics;
@@ -105,6 +106,7 @@ pub async fn create_topic(
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
                 ));
             }
+            check_partitions_per_request(a.len() as i64)?;
             let listed: Vec<(i32, Vec<i32>)> = a.iter().map(|(p, r)| (*p, r.clone())).collect();
             replica_assignment::validate_manual_assignment(&listed).map_err(assignment_err)?
         }
@@ -119,6 +121,7 @@ pub async fn create_topic(
             } else {
                 t.replication_factor
             };
+            check_partitions_per_request(i64::from(partitions))?;
             replica_assignment::assign_replicas_to_brokers(
                 &brokers,
                 partitions,
@@ -262,6 +265,7 @@ pub async fn create_partitions(
             format!("Topic already has {current} partitions."),
         ));
     }
+    check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
     let brokers =
         replica_assignment::zk_broker_metadatas(&brokers_of(&image)).map_err(assignment_err)?;
     let first_replicas = info
