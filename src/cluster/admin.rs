@@ -108,7 +108,17 @@ pub async fn create_topic(
             }
             check_partitions_per_request(a.len() as i64)?;
             let listed: Vec<(i32, Vec<i32>)> = a.iter().map(|(p, r)| (*p, r.clone())).collect();
-            replica_assignment::validate_manual_assignment(&listed).map_err(assignment_err)?
+            let map =
+                replica_assignment::validate_manual_assignment(&listed).map_err(assignment_err)?;
+            // ZooKeeper-mode Kafka would write partitions that can never
+            // have a leader; refused as Kafka's KRaft controller does.
+            if map.values().any(Vec::is_empty) {
+                return Err((
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    "The manual partition assignment includes an empty replica list.".into(),
+                ));
+            }
+            map
         }
         None => {
             let partitions = if t.num_partitions == -1 {
@@ -143,7 +153,7 @@ pub async fn create_topic(
             .iter()
             .map(|(p, replicas)| PartitionInfo {
                 partition: *p,
-                leader: replicas[0],
+                leader: replicas.first().copied().unwrap_or(-1),
                 leader_epoch: 0,
                 replicas: replicas.clone(),
                 isr: replicas.clone(),

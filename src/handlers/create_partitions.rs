@@ -60,6 +60,17 @@ fn assignment(t: &CreatePartitionsTopic) -> Option<Vec<Vec<i32>>> {
     })
 }
 
+fn result(
+    t: &CreatePartitionsTopic,
+    code: i16,
+    message: Option<String>,
+) -> CreatePartitionsTopicResult {
+    CreatePartitionsTopicResult::default()
+        .with_name(t.name.clone())
+        .with_error_code(code)
+        .with_error_message(message.map(StrBytes::from_string))
+}
+
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: CreatePartitionsRequest = decode_body(req)?;
     let added = create_partitions_added(&request.topics, &ctx.metadata.image());
@@ -67,17 +78,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         let results = request
             .topics
             .iter()
-            .map(|t| {
-                CreatePartitionsTopicResult::default()
-                    .with_name(t.name.clone())
-                    .with_error_code(code)
-                    .with_error_message(Some(StrBytes::from_string(message.clone())))
-            })
+            .map(|t| result(t, code, Some(message.clone())))
             .collect();
-        return respond(
-            req,
-            &CreatePartitionsResponse::default().with_results(results),
-        );
+        let body = CreatePartitionsResponse::default().with_results(results);
+        return respond(req, &body);
     }
     let plans = plan(&request.topics);
     debug_assert_eq!(plans.len(), request.topics.len());
@@ -108,12 +112,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 }
             }
         };
-        results.push(
-            CreatePartitionsTopicResult::default()
-                .with_name(t.name.clone())
-                .with_error_code(code)
-                .with_error_message(message.map(StrBytes::from_string)),
-        );
+        results.push(result(t, code, message));
     }
     respond(
         req,

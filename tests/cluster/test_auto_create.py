@@ -11,7 +11,9 @@ The partition bound of CreateTopics/CreatePartitions is kshard's alone here:
 ZooKeeper-mode Kafka 3.9.1 has none (AdminZkClient builds the whole
 assignment, so 2^31-1 partitions exhaust its heap, and 350,000 make a topic
 znode far over ZooKeeper's jute.maxbuffer). kshard answers as Kafka's KRaft
-controller does, POLICY_VIOLATION, in both modes."""
+controller does, POLICY_VIOLATION, in both modes. So is a manual assignment
+with an empty replica list (ZooKeeper-mode Kafka writes a partition that
+can never get a leader; kshard refuses it as the KRaft controller does)."""
 
 import time
 
@@ -22,6 +24,7 @@ from cluster_util import cu
 
 LEADER_NOT_AVAILABLE = 5
 POLICY_VIOLATION = 44
+INVALID_REPLICA_ASSIGNMENT = 39
 TOO_MANY = "Excessively large number of partitions per request."
 INT_MAX = 2**31 - 1
 
@@ -61,8 +64,10 @@ def metadata_v8(port, names):
     return out
 
 
-def create_topics_v4(port, name, partitions, validate_only):
-    body = array([cu.string(name) + cu.i32(partitions) + cu.i16(-1) + array([]) + array([])])
+def create_topics_v4(port, name, partitions, validate_only, assignment=None):
+    """assignment: [(partition, [broker ids])] (then partitions must be -1)."""
+    manual = [cu.i32(p) + array([cu.i32(b) for b in brokers]) for p, brokers in assignment or []]
+    body = array([cu.string(name) + cu.i32(partitions) + cu.i16(-1) + array(manual) + array([])])
     body += cu.i32(30000) + cu.i8(1 if validate_only else 0)
     r = call(port, 19, 4, body)
     r.i32()
@@ -108,6 +113,10 @@ def test_partition_counts_over_the_bound_are_refused(cluster):
         t0 = time.monotonic()
         assert create_topics_v4(b.port, name, n, validate_only) == [(name, POLICY_VIOLATION, TOO_MANY)]
         assert time.monotonic() - t0 < 10
+    # An empty replica list would be a partition that can never lead.
+    assert create_topics_v4(b.port, "zk-empty", -1, False, [(0, [])]) == [
+        ("zk-empty", INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+    ]
     cluster.create_topic("zk-grow", 1, 1)
     assert create_partitions_v1(b.port, "zk-grow", INT_MAX) == [("zk-grow", POLICY_VIOLATION, TOO_MANY)]
     cluster.create_topic("zk-after", 1, 1)
