@@ -3,12 +3,13 @@
 //! write Kafka's ZooKeeper layout to the store, open or delete logs on the
 //! owning shards, then publish a new image to every shard.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::admin_limits::check_partitions_per_request;
 use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
 use crate::metadata::embedded::EmbeddedStore;
@@ -39,6 +40,8 @@ pub struct Controller {
     broker_id: i32,
     next_producer_id: i64,
     producer_id_block_end: i64,
+    /// Topics whose logs are being deleted: not created again until done.
+    deleting: HashSet<String>,
 }
 
 type AdminResult<T> = Result<T, (i16, String)>;
@@ -70,6 +73,7 @@ impl Controller {
             broker_id,
             next_producer_id: 0,
             producer_id_block_end: 0,
+            deleting: HashSet::new(),
         })
     }
 
@@ -226,6 +230,54 @@ async fn open_logs(ctx: &Rc<ShardContext>, topic: &Arc<TopicInfo>, partitions: &
     join_all(calls).await;
 }
 
+/// The checks of Kafka's `ReplicationControlManager` for a manual
+/// assignment: registered brokers, each at most once per partition, the
+/// same replica count everywhere, partitions 0..n.
+fn validate_manual_assignment(
+    assignment: &BTreeMap<i32, Vec<i32>>,
+    image: &MetadataImage,
+) -> AdminResult<()> {
+    let invalid = |m: String| Err((errors::INVALID_REPLICA_ASSIGNMENT, m));
+    let mut replication_factor: Option<usize> = None;
+    for replicas in assignment.values() {
+        if replicas.is_empty() {
+            return invalid(
+                "The manual partition assignment includes an empty replica list.".into(),
+            );
+        }
+        let mut sorted = replicas.clone();
+        sorted.sort_unstable();
+        for (i, b) in sorted.iter().enumerate() {
+            if !image.brokers.iter().any(|x| x.id == *b) {
+                return invalid(format!("The manual partition assignment includes broker {b}, but no such broker is registered."));
+            }
+            if i > 0 && sorted[i - 1] == *b {
+                return invalid(format!(
+                    "The manual partition assignment includes the broker {b} more than once."
+                ));
+            }
+        }
+        match replication_factor {
+            Some(rf) if rf != sorted.len() => {
+                return invalid(format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).", sorted.len()));
+            }
+            _ => replication_factor = Some(sorted.len()),
+        }
+    }
+    // Keys are distinct and sorted: 0..n exactly when the last is n-1.
+    let n = assignment.len() as i64;
+    let consecutive = assignment.keys().next().is_none_or(|&first| first == 0)
+        && assignment
+            .keys()
+            .next_back()
+            .map_or(0, |&last| i64::from(last) + 1)
+            == n;
+    if !consecutive {
+        return invalid("partitions should be a consecutive 0-based integer sequence".into());
+    }
+    Ok(())
+}
+
 fn single_broker_assignment(
     num_partitions: i32,
     replication_factor: i16,
@@ -265,22 +317,8 @@ pub async fn create_topic(
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
                 ));
             }
-            for (p, replicas) in a {
-                if replicas.is_empty()
-                    || replicas
-                        .iter()
-                        .any(|b| !image.brokers.iter().any(|x| x.id == *b))
-                {
-                    return Err((errors::INVALID_REPLICA_ASSIGNMENT, format!("Replica assignment for partition {p} names unknown brokers: {replicas:?}")));
-                }
-            }
-            let keys: Vec<i32> = a.keys().copied().collect();
-            if keys != (0..keys.len() as i32).collect::<Vec<_>>() {
-                return Err((
-                    errors::INVALID_REPLICA_ASSIGNMENT,
-                    "Partitions should be a consecutive 0-based integer sequence".into(),
-                ));
-            }
+            check_partitions_per_request(a.len() as i64)?;
+            validate_manual_assignment(a, &image)?;
             a.clone()
         }
         None => {
@@ -306,6 +344,7 @@ pub async fn create_topic(
                     "Replication factor must be larger than 0.".into(),
                 ));
             }
+            check_partitions_per_request(i64::from(partitions))?;
             if rf as i32 > live_brokers {
                 return Err((
                     errors::INVALID_REPLICATION_FACTOR,
@@ -343,6 +382,12 @@ pub async fn create_topic(
     }
     {
         let mut c = controller(ctx).borrow_mut();
+        if c.deleting.contains(&t.name) {
+            return Err((
+                errors::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{}' is marked for deletion.", t.name),
+            ));
+        }
         let colliding = topics::colliding_topics(&c.store, &t.name).map_err(store_err)?;
         if let Some(other) = colliding.first() {
             return Err((
@@ -397,6 +442,7 @@ pub async fn delete_topic(ctx: &Rc<ShardContext>, name: &str) -> AdminResult<Uui
             Err(e) => return Err(store_err(e)),
         }
         topics::delete_topic(&mut c.store, name).map_err(store_err)?;
+        c.deleting.insert(name.to_string());
     }
     // Unpublish first so no new request reaches the logs being deleted.
     ctx.metadata
@@ -410,6 +456,7 @@ pub async fn delete_topic(ctx: &Rc<ShardContext>, name: &str) -> AdminResult<Uui
         }));
     }
     join_all(calls).await;
+    controller(ctx).borrow_mut().deleting.remove(name);
     // Committed offsets of a deleted topic go too, as in Kafka.
     if let Err(e) = crate::coordinator::runtime::with_coordinator(ctx, |c, log, now| {
         c.on_topic_deleted(log, name, now)
@@ -454,6 +501,7 @@ pub async fn create_partitions(
             format!("Topic already has {current} partitions."),
         ));
     }
+    check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
     let broker_id = ctx.config.effective_broker_id();
     let added: BTreeMap<i32, Vec<i32>> = match assignment {
         Some(a) => {
@@ -511,26 +559,7 @@ pub async fn create_partitions(
     Ok(())
 }
 
-/// Auto-creation from Metadata requests: default partitions and replication.
+/// Auto-creation from Metadata requests: queued for the background, answered at once.
 pub async fn auto_create_topics(ctx: &Rc<ShardContext>, names: &[String]) -> Vec<i16> {
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        let t = NewTopic {
-            name: name.clone(),
-            num_partitions: -1,
-            replication_factor: -1,
-            assignment: None,
-            configs: BTreeMap::new(),
-        };
-        out.push(match create_topic(ctx, t, false).await {
-            Ok(_) => errors::NONE,
-            Err((code, msg)) => {
-                if code != errors::TOPIC_ALREADY_EXISTS {
-                    log::warn!("auto-creating {name}: {msg}");
-                }
-                code
-            }
-        });
-    }
-    out
+    crate::auto_topic_creation::request_creation(ctx, names)
 }

@@ -2,7 +2,9 @@
 //! This crate is the broker (config, protocol, handlers, replica manager,
 //! controller, metadata); `kshard-shards` is the per-core engine under it.
 
+pub mod admin_limits;
 pub mod alloc_guard;
+pub mod auto_topic_creation;
 pub mod cluster;
 pub mod config;
 pub mod controller;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::admin_limits::check_partitions_per_request;
 use crate::config::topic::TopicConfig;
 use crate::controller::NewTopic;
 use crate::metadata::topics;
@@ -105,8 +106,19 @@ pub async fn create_topic(
                     "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
                 ));
             }
+            check_partitions_per_request(a.len() as i64)?;
             let listed: Vec<(i32, Vec<i32>)> = a.iter().map(|(p, r)| (*p, r.clone())).collect();
-            replica_assignment::validate_manual_assignment(&listed).map_err(assignment_err)?
+            let map =
+                replica_assignment::validate_manual_assignment(&listed).map_err(assignment_err)?;
+            // ZooKeeper-mode Kafka would write partitions that can never
+            // have a leader; refused as Kafka's KRaft controller does.
+            if map.values().any(Vec::is_empty) {
+                return Err((
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    "The manual partition assignment includes an empty replica list.".into(),
+                ));
+            }
+            map
         }
         None => {
             let partitions = if t.num_partitions == -1 {
@@ -119,6 +131,7 @@ pub async fn create_topic(
             } else {
                 t.replication_factor
             };
+            check_partitions_per_request(i64::from(partitions))?;
             replica_assignment::assign_replicas_to_brokers(
                 &brokers,
                 partitions,
@@ -140,7 +153,7 @@ pub async fn create_topic(
             .iter()
             .map(|(p, replicas)| PartitionInfo {
                 partition: *p,
-                leader: replicas[0],
+                leader: replicas.first().copied().unwrap_or(-1),
                 leader_epoch: 0,
                 replicas: replicas.clone(),
                 isr: replicas.clone(),
@@ -262,6 +275,7 @@ pub async fn create_partitions(
             format!("Topic already has {current} partitions."),
         ));
     }
+    check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
     let brokers =
         replica_assignment::zk_broker_metadatas(&brokers_of(&image)).map_err(assignment_err)?;
     let first_replicas = info

@@ -2,7 +2,9 @@
 //! 3.9's ZooKeeper mode, a topic named more than once gets one
 //! INVALID_REQUEST result; the others go to the controller, which checks
 //! the new count (INVALID_PARTITIONS unless it grows) and any manual
-//! assignment. Results come back in request order. A `timeout_ms` <= 0
+//! assignment. Results come back in request order. A request adding more
+//! than 10,000 partitions in all fails every entry with POLICY_VIOLATION
+//! before anything is allocated, as Kafka 4's controller does. A `timeout_ms` <= 0
 //! still adds the partitions but answers REQUEST_TIMED_OUT, as Kafka does.
 
 use std::collections::{HashMap, HashSet};
@@ -14,6 +16,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
+use crate::admin_limits::{check_partitions_per_request, create_partitions_added};
 use crate::controller;
 use crate::protocol::{decode_body, errors, Request};
 use crate::shard_context::ShardContext;
@@ -57,8 +60,29 @@ fn assignment(t: &CreatePartitionsTopic) -> Option<Vec<Vec<i32>>> {
     })
 }
 
+fn result(
+    t: &CreatePartitionsTopic,
+    code: i16,
+    message: Option<String>,
+) -> CreatePartitionsTopicResult {
+    CreatePartitionsTopicResult::default()
+        .with_name(t.name.clone())
+        .with_error_code(code)
+        .with_error_message(message.map(StrBytes::from_string))
+}
+
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: CreatePartitionsRequest = decode_body(req)?;
+    let added = create_partitions_added(&request.topics, &ctx.metadata.image());
+    if let Err((code, message)) = check_partitions_per_request(added) {
+        let results = request
+            .topics
+            .iter()
+            .map(|t| result(t, code, Some(message.clone())))
+            .collect();
+        let body = CreatePartitionsResponse::default().with_results(results);
+        return respond(req, &body);
+    }
     let plans = plan(&request.topics);
     debug_assert_eq!(plans.len(), request.topics.len());
     let mut results = Vec::with_capacity(request.topics.len());
@@ -88,12 +112,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 }
             }
         };
-        results.push(
-            CreatePartitionsTopicResult::default()
-                .with_name(t.name.clone())
-                .with_error_code(code)
-                .with_error_message(message.map(StrBytes::from_string)),
-        );
+        results.push(result(t, code, message));
     }
     respond(
         req,

@@ -1,7 +1,9 @@
 //! CreateTopics (API 19, v2-7), run on the controller shard. Follows Kafka
 //! 3.9's ZooKeeper-mode handler: one result per request entry, a name given
 //! twice fails every entry with that name, and v5+ successes carry the
-//! topic's partition count, replication factor and configs. Creation is
+//! topic's partition count, replication factor and configs. A request for
+//! more than 10,000 partitions in all fails every entry with
+//! POLICY_VIOLATION before anything is allocated (see `admin_limits`). Creation is
 //! synchronous; as in Kafka, a `timeout_ms` <= 0 still creates the topic
 //! but answers REQUEST_TIMED_OUT, since the caller would not wait for it.
 
@@ -17,6 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{respond, HandlerResult};
+use crate::admin_limits::{check_partitions_per_request, create_topics_partitions};
 use crate::config::topic_config_entries;
 use crate::controller::{self, NewTopic};
 use crate::metadata_cache::TopicInfo;
@@ -29,6 +32,16 @@ const VERSION_WITH_CONFIGS: i16 = 5;
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: CreateTopicsRequest = decode_body(req)?;
     let validate_only = request.validate_only;
+    let partitions = create_topics_partitions(&request.topics, ctx.config.num_partitions);
+    if let Err((code, message)) = check_partitions_per_request(partitions) {
+        // As Kafka's controller: the whole request fails, nothing is created.
+        let results = request
+            .topics
+            .iter()
+            .map(|t| failed(code, Some(message.clone())).with_name(t.name.clone()))
+            .collect();
+        return respond(req, &CreateTopicsResponse::default().with_topics(results));
+    }
     let mut occurrences: HashMap<&str, usize> = HashMap::with_capacity(request.topics.len());
     for t in &request.topics {
         *occurrences.entry(t.name.0.as_str()).or_insert(0) += 1;

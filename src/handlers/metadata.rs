@@ -1,5 +1,8 @@
 //! Metadata (API 3): brokers, controller, topics and partitions from the
-//! shard's metadata image; auto-creates topics as Kafka does when allowed.
+//! shard's metadata image. Unknown topics are auto-created as Kafka does when
+//! allowed: queued for the controller shard and answered at once with
+//! LEADER_NOT_AVAILABLE and no partitions (`auto_topic_creation`), so the
+//! answer never waits for a creation and never shows a topic half made.
 
 use std::rc::Rc;
 
@@ -60,8 +63,8 @@ fn error_entry(name: Option<&str>, topic_id: Uuid, code: i16, v: i16) -> Metadat
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
-    let request: MetadataRequest = decode_body(req)?;
-    let mut image = ctx.metadata.image();
+    let mut request: MetadataRequest = decode_body(req)?;
+    let image = ctx.metadata.image();
     // v0: an empty list means all topics; v1+: null means all topics.
     let all_topics = match &request.topics {
         None => true,
@@ -77,35 +80,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             topics.push(topic_entry(&image.topics[n], req.api_version));
         }
     } else {
-        let requested = request.topics.unwrap_or_default();
+        let requested = request.topics.take().unwrap_or_default();
         let missing: Vec<String> = requested
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
             .filter(|n| image.topic(n).is_none())
             .collect();
         if !missing.is_empty() && allow_auto_create {
-            let r = if ctx.shard_id == CONTROLLER_SHARD {
-                crate::controller::auto_create_topics(ctx, &missing).await
-            } else {
-                match ctx
-                    .call(
-                        CONTROLLER_SHARD,
-                        ShardRequest::AutoCreateTopics {
-                            names: missing.clone(),
-                        },
-                    )
-                    .await
-                {
-                    Ok(ShardResponse::AutoCreated(codes)) => codes,
-                    _ => vec![errors::LEADER_NOT_AVAILABLE; missing.len()],
-                }
-            };
-            if r.iter()
-                .any(|&c| c != errors::NONE && c != errors::TOPIC_ALREADY_EXISTS)
-            {
-                log::debug!("auto-create of {missing:?}: {r:?}");
-            }
-            image = ctx.metadata.image();
+            // Answered from this image: the new topics show up once created.
+            request_auto_creation(ctx, missing).await;
         }
         for t in requested {
             match (&t.name, t.topic_id) {
@@ -169,5 +152,103 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             -1
         }))
         .with_topics(topics);
-    respond(req, &body)
+    respond(
+        req,
+        &with_authorized_operations(body, &request, req.api_version),
+    )
+}
+
+/// Queues unknown topics for creation on the controller shard; returns at once.
+async fn request_auto_creation(ctx: &Rc<ShardContext>, missing: Vec<String>) {
+    let n = missing.len();
+    let codes = if ctx.shard_id == CONTROLLER_SHARD {
+        crate::controller::auto_create_topics(ctx, &missing).await
+    } else {
+        match ctx
+            .call(
+                CONTROLLER_SHARD,
+                ShardRequest::AutoCreateTopics { names: missing },
+            )
+            .await
+        {
+            Ok(ShardResponse::AutoCreated(codes)) => codes,
+            _ => vec![errors::LEADER_NOT_AVAILABLE; n],
+        }
+    };
+    debug_assert_eq!(codes.len(), n);
+}
+
+/// Every operation Kafka defines on a topic (`AclEntry.supportedOperations`:
+/// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+/// ALTER_CONFIGS) as the bit field Kafka reports without an authorizer.
+pub const TOPIC_AUTHORIZED_OPERATIONS_ALL: i32 = bits(&[3, 4, 5, 6, 7, 8, 10, 11]);
+/// The same for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+/// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+pub const CLUSTER_AUTHORIZED_OPERATIONS_ALL: i32 = bits(&[5, 7, 8, 9, 10, 11, 12]);
+
+/// Kafka's `Utils.to32BitField` of AclOperation codes.
+const fn bits(codes: &[u8]) -> i32 {
+    let mut field = 0i32;
+    let mut i = 0;
+    while i < codes.len() {
+        field |= 1 << codes[i];
+        i += 1;
+    }
+    field
+}
+
+/// Kafka's KafkaApis (no authorizer): from v8 every topic gets all topic
+/// operations when asked; v8-v10 also carry the cluster's (v11 dropped the
+/// field). Unasked, the fields keep their default, i32::MIN.
+fn with_authorized_operations(
+    mut body: MetadataResponse,
+    request: &MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
+    if version < 8 {
+        return body;
+    }
+    if request.include_topic_authorized_operations {
+        for t in &mut body.topics {
+            t.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS_ALL;
+        }
+    }
+    if version <= 10 && request.include_cluster_authorized_operations {
+        body.cluster_authorized_operations = CLUSTER_AUTHORIZED_OPERATIONS_ALL;
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_bit_fields_match_kafka() {
+        assert_eq!(TOPIC_AUTHORIZED_OPERATIONS_ALL, 3576);
+        assert_eq!(CLUSTER_AUTHORIZED_OPERATIONS_ALL, 8096);
+    }
+
+    fn answer(version: i16, topics: bool, cluster: bool) -> MetadataResponse {
+        let request = MetadataRequest::default()
+            .with_include_topic_authorized_operations(topics)
+            .with_include_cluster_authorized_operations(cluster);
+        let body = MetadataResponse::default().with_topics(vec![MetadataResponseTopic::default()]);
+        with_authorized_operations(body, &request, version)
+    }
+
+    #[test]
+    fn authorized_operations_only_when_asked_and_supported() {
+        let r = answer(8, true, true);
+        assert_eq!(r.topics[0].topic_authorized_operations, 3576);
+        assert_eq!(r.cluster_authorized_operations, 8096);
+        let r = answer(10, false, false);
+        assert_eq!(r.topics[0].topic_authorized_operations, i32::MIN);
+        assert_eq!(r.cluster_authorized_operations, i32::MIN);
+        let r = answer(11, true, true);
+        assert_eq!(r.topics[0].topic_authorized_operations, 3576);
+        assert_eq!(r.cluster_authorized_operations, i32::MIN);
+        let r = answer(7, true, true);
+        assert_eq!(r.topics[0].topic_authorized_operations, i32::MIN);
+    }
 }

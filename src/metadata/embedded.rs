@@ -343,6 +343,8 @@ impl EmbeddedStore {
     /// back if any step or the fsync fails.
     fn commit(&mut self, effects: Vec<Effect>) -> StoreResult<()> {
         debug_assert!(!effects.is_empty());
+        // Encoded first: a record too large to log changes nothing.
+        let record = encode_record(&effects)?;
         let mut undo = Vec::with_capacity(effects.len());
         for e in &effects {
             match apply_effect(&mut self.nodes, e) {
@@ -353,7 +355,6 @@ impl EmbeddedStore {
                 }
             }
         }
-        let record = encode_record(&effects);
         let written = self
             .log
             .write_all(&record)

@@ -65,7 +65,9 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-pub(super) fn encode_record(effects: &[Effect]) -> Vec<u8> {
+/// One log record of `effects`; a record over `RECORD_MAX_BYTES` (which
+/// replay would take for a torn length) is refused, never written.
+pub(super) fn encode_record(effects: &[Effect]) -> StoreResult<Vec<u8>> {
     let mut payload = Vec::new();
     payload.extend_from_slice(&(effects.len() as u32).to_le_bytes());
     for e in effects {
@@ -98,16 +100,17 @@ pub(super) fn encode_record(effects: &[Effect]) -> Vec<u8> {
             }
         }
     }
-    assert!(
-        payload.len() <= RECORD_MAX_BYTES,
-        "metadata record of {} bytes",
-        payload.len()
-    );
+    if payload.len() > RECORD_MAX_BYTES {
+        return Err(StoreError::BadArguments(format!(
+            "metadata record of {} bytes exceeds the limit of {RECORD_MAX_BYTES} bytes",
+            payload.len()
+        )));
+    }
     let mut record = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
     record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     record.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
     record.extend_from_slice(&payload);
-    record
+    Ok(record)
 }
 
 pub(super) fn decode_effects(payload: &[u8]) -> Option<Vec<Effect>> {

@@ -230,6 +230,7 @@ fn torn_tail_and_corrupt_record_truncated() {
         ephemeral: false,
         time_ms: 0,
     }])
+    .unwrap()
     .len();
     fs::write(&log_path, &full[..full.len() - last_len / 2]).unwrap();
     {
@@ -339,11 +340,34 @@ fn record_decoder_is_bounds_safe() {
             time_ms: 6,
         },
         Effect::Delete { path: "/a".into() },
-    ]);
+    ])
+    .unwrap();
     let payload = &rec[RECORD_HEADER_BYTES..];
     assert_eq!(decode_effects(payload).unwrap().len(), 3);
     for cut in 0..payload.len() {
         assert!(decode_effects(&payload[..cut]).is_none());
     }
     assert!(decode_effects(&[0xff, 0xff, 0xff, 0xff]).is_none());
+}
+
+#[test]
+fn oversized_multi_is_refused_and_changes_nothing() {
+    let dir = TempDir::new("oversized");
+    let mut s = EmbeddedStore::open(&dir.0).unwrap();
+    s.create("/t", b"", false, false).unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    let ops: Vec<Op> = (0..(RECORD_MAX_BYTES >> 20) + 1)
+        .map(|i| Op::Create {
+            path: format!("/t/{i}"),
+            data: chunk.clone(),
+            ephemeral: false,
+            sequential: false,
+        })
+        .collect();
+    assert!(matches!(s.multi(&ops), Err(StoreError::BadArguments(_))));
+    assert!(s.children("/t").unwrap().is_empty());
+    s.create("/t/after", b"1", false, false).unwrap();
+    drop(s);
+    let s = EmbeddedStore::open(&dir.0).unwrap();
+    assert_eq!(s.children("/t").unwrap(), vec!["after".to_string()]);
 }
