@@ -40,6 +40,8 @@ pub struct PartitionRead {
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub slice: Option<FileSlice>,
+    /// Kafka's size of the read (see `ReadInfo::read_size`).
+    pub read_size: u32,
 }
 
 pub struct Partition {
@@ -382,9 +384,13 @@ impl Partition {
             last_stable_offset: hw,
             log_start_offset: self.log.log_start_offset(),
             slice: None,
+            read_size: 0,
         };
         match self.log.read(fetch_offset, max_bytes, hw, min_one_batch) {
-            Ok(info) => out.slice = info.slice,
+            Ok(info) => {
+                out.slice = info.slice;
+                out.read_size = info.read_size;
+            }
             Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
             Err(ReadError::Io(e)) => {
                 log::error!(
@@ -400,7 +406,12 @@ impl Partition {
     }
 
     /// Reads for a follower: whole batches up to the log end offset.
-    pub fn read_for_follower(&self, fetch_offset: i64, max_bytes: u32) -> PartitionRead {
+    pub fn read_for_follower(
+        &self,
+        fetch_offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> PartitionRead {
         let leo = self.log.log_end_offset();
         let mut out = PartitionRead {
             error_code: errors::NONE,
@@ -408,9 +419,13 @@ impl Partition {
             last_stable_offset: self.high_watermark(),
             log_start_offset: self.log.log_start_offset(),
             slice: None,
+            read_size: 0,
         };
-        match self.log.read(fetch_offset, max_bytes, leo, true) {
-            Ok(info) => out.slice = info.slice,
+        match self.log.read(fetch_offset, max_bytes, leo, min_one_batch) {
+            Ok(info) => {
+                out.slice = info.slice;
+                out.read_size = info.read_size;
+            }
             Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
             Err(ReadError::Io(e)) => {
                 log::error!(

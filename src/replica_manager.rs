@@ -47,20 +47,60 @@ pub struct RoleChange {
     pub partition_epoch: i32,
 }
 
+#[derive(Clone, Debug)]
 pub struct FetchPart {
     pub topic: String,
     pub partition: i32,
     pub fetch_offset: i64,
+    /// The partition's limit (`partition_max_bytes`).
     pub max_bytes: u32,
-    /// Kafka returns at least one whole batch for the first partition that
-    /// has data, even above the byte limits, so consumers always progress.
-    pub min_one_batch: bool,
     pub current_leader_epoch: i32,
     /// A follower's broker id (it reads to the log end and its fetch
     /// offset is its log end offset); -1 for consumers.
     pub replica_id: i32,
     /// Fetch v12+: the epoch of the follower's last batch, -1 if none.
     pub last_fetched_epoch: i32,
+}
+
+/// Kafka's `readFromLog` limits, carried over the partitions of one fetch
+/// in request order: each reads at most `min(partition_max_bytes,
+/// bytes_left)`, except that the first partition with data returns its
+/// first batch whole even when larger (`minOneMessage`), so consumers
+/// always progress; after it, no limit is exceeded.
+#[derive(Clone, Copy, Debug)]
+pub struct FetchBudget {
+    pub bytes_left: u32,
+    pub min_one_batch: bool,
+}
+
+impl FetchBudget {
+    /// A response limit of `max_bytes`; `hard_limit` (Fetch v0-v2) never
+    /// exceeds it, not even by one batch.
+    pub fn new(max_bytes: u32, hard_limit: bool) -> Self {
+        FetchBudget {
+            bytes_left: max_bytes,
+            min_one_batch: !hard_limit,
+        }
+    }
+
+    /// Accounts for `len` bytes returned by one partition.
+    pub fn take(&mut self, len: u32) {
+        if len > 0 {
+            self.min_one_batch = false;
+        }
+        self.bytes_left = self.bytes_left.saturating_sub(len);
+    }
+}
+
+/// What a parked fetch learns about one partition (Kafka's
+/// `DelayedFetch.tryComplete` cases).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchWaitCheck {
+    /// Answer now: an error, a truncation, a diverging epoch, or data on
+    /// an older segment than the end offset.
+    Complete,
+    /// Bytes readable past the fetch offset (bounded by the partition limit).
+    Bytes(u64),
 }
 
 #[derive(Clone, Debug)]
@@ -70,6 +110,9 @@ pub struct FetchPartResult {
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub slice: Option<FileSlice>,
+    /// Kafka's size of the read, a partial trailing batch included (kshard
+    /// sends whole batches only); the fetch's byte limits are charged this.
+    pub read_size: u32,
     /// For a follower whose log diverged: (epoch, end offset) to truncate to.
     pub diverging_epoch: Option<(i32, i64)>,
 }
@@ -391,7 +434,7 @@ impl ReplicaManager {
     pub fn read(
         &mut self,
         part: &FetchPart,
-        byte_budget: &mut u32,
+        budget: &mut FetchBudget,
         now_ms: i64,
     ) -> FetchPartResult {
         let fail = |code: i16| FetchPartResult {
@@ -400,6 +443,7 @@ impl ReplicaManager {
             last_stable_offset: -1,
             log_start_offset: -1,
             slice: None,
+            read_size: 0,
             diverging_epoch: None,
         };
         let absent = self.absent_error();
@@ -416,7 +460,8 @@ impl ReplicaManager {
         if let Some(code) = leader_epoch_error(part.current_leader_epoch, partition.leader_epoch) {
             return fail(code);
         }
-        let max_bytes = part.max_bytes.min(*byte_budget);
+        let max_bytes = part.max_bytes.min(budget.bytes_left);
+        let min_one_batch = budget.min_one_batch;
         if part.replica_id >= 0
             && !partition
                 .leadership
@@ -439,12 +484,13 @@ impl ReplicaManager {
                     last_stable_offset: partition.high_watermark(),
                     log_start_offset: partition.log.log_start_offset(),
                     slice: None,
+                    read_size: 0,
                     diverging_epoch: Some((epoch, end)),
                 };
             }
         }
         if part.replica_id >= 0 {
-            let r = partition.read_for_follower(part.fetch_offset, max_bytes);
+            let r = partition.read_for_follower(part.fetch_offset, max_bytes, min_one_batch);
             if r.error_code == errors::NONE {
                 partition.update_follower_fetch_state(part.replica_id, part.fetch_offset, now_ms);
                 partition.maybe_increment_high_watermark();
@@ -453,52 +499,65 @@ impl ReplicaManager {
                     self.alter_isr_queue.push(change);
                 }
             }
-            if let Some(s) = &r.slice {
-                *byte_budget = byte_budget.saturating_sub(s.len);
-            }
+            budget.take(r.read_size);
             return FetchPartResult {
                 error_code: r.error_code,
                 high_watermark: partition.high_watermark(),
                 last_stable_offset: partition.high_watermark(),
                 log_start_offset: r.log_start_offset,
                 slice: r.slice,
+                read_size: r.read_size,
                 diverging_epoch: None,
             };
         }
-        let r = partition.read(part.fetch_offset, max_bytes, part.min_one_batch);
-        if let Some(s) = &r.slice {
-            *byte_budget = byte_budget.saturating_sub(s.len);
-        }
+        let r = partition.read(part.fetch_offset, max_bytes, min_one_batch);
+        budget.take(r.read_size);
         FetchPartResult {
             error_code: r.error_code,
             high_watermark: r.high_watermark,
             last_stable_offset: r.last_stable_offset,
             log_start_offset: r.log_start_offset,
             slice: r.slice,
+            read_size: r.read_size,
             diverging_epoch: None,
         }
     }
 
-    /// True when a delayed fetch waiting at `fetch_offset` can complete.
-    /// Followers wait for the log end offset to grow, consumers for the HW.
-    pub fn has_data_beyond(
-        &self,
-        topic: &str,
-        partition: i32,
-        fetch_offset: i64,
-        replica: bool,
-    ) -> bool {
-        match self.partition(topic, partition) {
-            Some(p) if p.is_leader => {
-                let end = if replica {
-                    p.log.log_end_offset()
-                } else {
-                    p.high_watermark()
-                };
-                end > fetch_offset || fetch_offset < p.log.log_start_offset()
+    /// Kafka's `DelayedFetch.tryComplete` for one partition: the bytes a
+    /// fetch at `part.fetch_offset` could read now, up to the high
+    /// watermark (a consumer) or the log end (a follower) and at most the
+    /// partition limit, or `Complete` when the fetch must answer at once.
+    pub fn fetch_wait_check(&self, part: &FetchPart) -> FetchWaitCheck {
+        let Some(p) = self.partition(&part.topic, part.partition) else {
+            return FetchWaitCheck::Complete;
+        };
+        if !p.is_leader || leader_epoch_error(part.current_leader_epoch, p.leader_epoch).is_some() {
+            return FetchWaitCheck::Complete;
+        }
+        let end = if part.replica_id >= 0 {
+            p.log.log_end_offset()
+        } else {
+            p.high_watermark()
+        };
+        // Case H: truncation left the fetcher's last epoch diverged.
+        if part.last_fetched_epoch >= 0 {
+            let (epoch, epoch_end) = p
+                .leader_epoch_cache
+                .end_offset_for(part.last_fetched_epoch, p.log.log_end_offset());
+            if epoch < part.last_fetched_epoch || epoch_end < part.fetch_offset {
+                return FetchWaitCheck::Complete;
             }
-            // A deleted or demoted partition completes the wait so the error is reported.
-            _ => true,
+        }
+        if part.fetch_offset > end || part.fetch_offset < p.log.log_start_offset() {
+            return FetchWaitCheck::Complete;
+        }
+        if part.fetch_offset == end {
+            return FetchWaitCheck::Bytes(0);
+        }
+        match p.log.bytes_between(part.fetch_offset, end) {
+            Ok(Some(bytes)) => FetchWaitCheck::Bytes(bytes.min(u64::from(part.max_bytes))),
+            // On an older segment than the end offset, or unreadable.
+            Ok(None) | Err(_) => FetchWaitCheck::Complete,
         }
     }
 

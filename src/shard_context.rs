@@ -38,14 +38,17 @@ pub enum ShardRequest {
     Fetch {
         parts: Vec<FetchPart>,
         isolation_level: i8,
+        /// The response limit, applied to `parts` in order.
+        budget: crate::replica_manager::FetchBudget,
     },
-    /// Long-poll: reply when any listed partition's high watermark passes
-    /// its fetch offset, or after `max_wait_ms`.
+    /// Long-poll (Kafka's DelayedFetch): reply when the fetch's bytes on
+    /// every shard reach its `min_bytes`, or after `max_wait_ms`.
     WaitForData {
-        parts: Vec<(String, i32, i64)>,
+        parts: Vec<FetchPart>,
         max_wait_ms: u64,
-        /// A follower's fetch: wait for the log end offset, not the HW.
-        replica: bool,
+        state: std::sync::Arc<crate::delayed_fetch::FetchWaitState>,
+        /// This shard's slot in `state`.
+        slot: usize,
     },
     ListOffsets {
         parts: Vec<ListOffsetsPart>,

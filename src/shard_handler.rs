@@ -9,10 +9,11 @@ use std::time::Duration;
 use kshard_shards::mailbox::LocalBoxFuture;
 use kshard_shards::oneshot;
 
-use crate::delayed_fetch::DelayedFetch;
+use crate::delayed_fetch::{DelayedFetch, FetchWaitState};
 use crate::delayed_produce::{DelayedProduce, ProduceWait};
 use crate::handlers;
 use crate::protocol::errors;
+use crate::replica_manager::FetchPart;
 use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
 
 /// The longest a role change or close waits for staged appends to land.
@@ -138,11 +139,11 @@ pub fn handle_shard_request(
         ShardRequest::Fetch {
             parts,
             isolation_level: _,
+            mut budget,
         } => {
             let now = now_ms() as i64;
             let results = {
                 let mut rm = ctx.replica_manager.borrow_mut();
-                let mut budget = u32::MAX;
                 parts.iter().map(|p| rm.read(p, &mut budget, now)).collect()
             };
             // A follower's fetch may move the high watermark or the ISR.
@@ -157,13 +158,18 @@ pub fn handle_shard_request(
         ShardRequest::WaitForData {
             parts,
             max_wait_ms,
-            replica,
+            state,
+            slot,
         } => {
             let (tx, rx) = oneshot::channel();
-            let keys: Vec<(String, i32)> = parts.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+            let keys: Vec<(String, i32)> = parts
+                .iter()
+                .map(|p| (p.topic.clone(), p.partition))
+                .collect();
             let op = DelayedFetch {
                 parts,
-                replica,
+                state,
+                slot,
                 done: Some(tx),
             };
             ctx.watch_fetch(op, now_ms() + max_wait_ms, &keys);
@@ -372,17 +378,20 @@ fn update_fetchers(
     }
 }
 
-/// Waits on every listed shard for new data, returning when the first one
-/// reports data (or all time out).
+/// Parks the fetch on every listed shard (Kafka's DelayedFetch), returning
+/// when one of them completes it (`min_bytes` reached across all shards, or
+/// an answer is due) or `max_wait_ms` passes.
 pub async fn wait_for_data(
     ctx: &Rc<ShardContext>,
-    by_shard: Vec<(usize, PartitionOffsets)>,
+    by_shard: Vec<(usize, Vec<FetchPart>)>,
     max_wait_ms: u64,
-    replica: bool,
+    min_bytes: u64,
 ) {
+    let state = FetchWaitState::new(min_bytes, by_shard.len());
     let mut waits: Vec<LocalBoxFuture<()>> = Vec::with_capacity(by_shard.len());
-    for (shard, parts) in by_shard {
+    for (slot, (shard, parts)) in by_shard.into_iter().enumerate() {
         let ctx = ctx.clone();
+        let state = state.clone();
         waits.push(Box::pin(async move {
             let _ = ctx
                 .run_on(
@@ -390,7 +399,8 @@ pub async fn wait_for_data(
                     ShardRequest::WaitForData {
                         parts,
                         max_wait_ms,
-                        replica,
+                        state,
+                        slot,
                     },
                 )
                 .await;
@@ -447,7 +457,6 @@ pub async fn join_all<T>(futs: Vec<LocalBoxFuture<T>>) -> Vec<T> {
 }
 
 /// (topic, partition, offset) triples, as waits and DeleteRecords carry them.
-pub type PartitionOffsets = Vec<(String, i32, i64)>;
 
 /// Parts of one request grouped by owning shard, each with its index in
 /// the request.

@@ -80,16 +80,18 @@ fn put_string(buf: &mut BytesMut, flexible: bool, s: &str) {
     buf.put_slice(s.as_bytes());
 }
 
-/// Encodes the response (with its size prefix and response header).
+/// Encodes the response (with its size prefix and response header). An
+/// error (the connection is then closed) when `version` has no encoding
+/// here or the response would pass Kafka's i32 size prefix; the handler
+/// bounds responses by `fetch.max.bytes`, so the latter means a bug.
 pub fn encode_fetch_response(
     version: i16,
     correlation_id: i32,
     data: FetchResponseData,
-) -> Response {
-    assert!(
-        (4..=16).contains(&version),
-        "fetch v{version} not encodable"
-    );
+) -> Result<Response, String> {
+    if !(4..=16).contains(&version) {
+        return Err(format!("Fetch v{version} responses are not encodable"));
+    }
     let flexible = version >= 12;
     let mut chunks: Vec<Chunk> = Vec::with_capacity(2 + data.topics.len() * 2);
     // Header goes into `head`; the size prefix is patched in at the end.
@@ -143,6 +145,9 @@ pub fn encode_fetch_response(
                 buf.put_i32(-1); // preferred_read_replica: leader serves reads
             }
             let len = p.records.len();
+            if len > i32::MAX as usize {
+                return Err(format!("Fetch records of {len} bytes pass i32::MAX"));
+            }
             if flexible {
                 put_uvarint(&mut buf, len as u64 + 1);
             } else {
@@ -191,14 +196,18 @@ pub fn encode_fetch_response(
     chunks.push(Chunk::Bytes(buf.freeze()));
     let mut response = Response { chunks };
     let total = response.total_len();
-    assert!(total >= 8 && total - 4 <= i32::MAX as usize);
+    if total - 4 > i32::MAX as usize {
+        return Err(format!(
+            "Fetch response of {total} bytes passes i32::MAX (correlation id {correlation_id})"
+        ));
+    }
     // Patch the size prefix into the first chunk, which holds it.
     if let Some(Chunk::Bytes(first)) = response.chunks.first_mut() {
         let mut patched = BytesMut::from(&first[..]);
         patched[0..4].copy_from_slice(&((total - 4) as i32).to_be_bytes());
         *first = patched.freeze();
     }
-    response
+    Ok(response)
 }
 
 #[cfg(test)]
@@ -241,7 +250,7 @@ mod tests {
                     }],
                 }],
             };
-            let frame = flatten(&encode_fetch_response(version, 99, data));
+            let frame = flatten(&encode_fetch_response(version, 99, data).unwrap());
             let size = i32::from_be_bytes(frame[0..4].try_into().unwrap()) as usize;
             assert_eq!(size, frame.len() - 4);
             let mut body = frame.slice(8..);

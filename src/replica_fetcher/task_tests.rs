@@ -87,7 +87,7 @@ async fn fake_leader(listener: glommio::net::TcpListener, seen: Rc<RefCell<Leade
                         partitions: vec![p],
                     }],
                 };
-                flatten(&encode_fetch_response(req.api_version, cid, data))
+                flatten(&encode_fetch_response(req.api_version, cid, data).unwrap())
             }
             ApiKey::ListOffsets => {
                 let r: ListOffsetsRequest = crate::protocol::decode_body(&req).unwrap();

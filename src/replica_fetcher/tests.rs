@@ -256,7 +256,7 @@ fn fetch_response_from_the_leader_encoder_decodes() {
                 },
             ],
         };
-        let frame = flatten(&encode_fetch_response(version, 5, data));
+        let frame = flatten(&encode_fetch_response(version, 5, data).unwrap());
         let body = response_body(frame.slice(4..), ApiKey::Fetch, version, 5).unwrap();
         let parts = decode_fetch_response(body, version, &sent).unwrap();
         assert_eq!(parts.error_code, errors::NONE);

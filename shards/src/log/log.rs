@@ -38,6 +38,11 @@ pub struct ReadInfo {
     /// Base offset of the batch holding the start offset, or -1 when no
     /// batch was found (start offset == log end offset).
     pub first_batch_base_offset: i64,
+    /// What Kafka's `LogSegment.read` returns for the same read: `slice`
+    /// plus the partial batch Kafka sends after the last whole one when
+    /// the limit cuts a batch (kshard sends whole batches only). The
+    /// fetch's byte limits are charged this, as Kafka charges its size.
+    pub read_size: u32,
 }
 
 #[derive(Debug)]
@@ -319,6 +324,7 @@ impl Log {
         let nothing = ReadInfo {
             slice: None,
             first_batch_base_offset: -1,
+            read_size: 0,
         };
         if start_offset == self.log_end_offset {
             return Ok(nothing);
@@ -338,25 +344,71 @@ impl Log {
                 SegmentRead::NotInSegment => continue,
                 SegmentRead::Empty {
                     first_batch_base_offset,
+                    read_size,
                 } => {
                     return Ok(ReadInfo {
                         slice: None,
                         first_batch_base_offset,
+                        read_size,
                     })
                 }
                 SegmentRead::Data {
                     mut slice,
                     first_batch_base_offset,
+                    read_size,
                 } => {
                     slice.direct = self.config.io_mode == IoMode::Direct;
                     return Ok(ReadInfo {
                         slice: Some(slice),
                         first_batch_base_offset,
+                        read_size,
                     });
                 }
             }
         }
         Ok(nothing)
+    }
+
+    /// Bytes from the batch holding `from` to where `to` lies (the log
+    /// end, or the batch holding `to`), as Kafka's `DelayedFetch` measures
+    /// them with `LogOffsetMetadata.positionDiff`; None when `to` lies on
+    /// a later segment than `from` (Kafka then answers the fetch at once).
+    /// Requires `log_start_offset <= from < to <= log_end_offset`.
+    pub fn bytes_between(&self, from: i64, to: i64) -> io::Result<Option<u64>> {
+        let Some((from_base, from_pos)) = self.position_of(from)? else {
+            return Ok(None);
+        };
+        let (to_base, to_pos) = if to >= self.log_end_offset {
+            (self.active().base_offset(), self.active().size_bytes())
+        } else {
+            match self.position_of(to)? {
+                Some(found) => found,
+                None => return Ok(None),
+            }
+        };
+        if to_base != from_base || to_pos < from_pos {
+            return Ok(None);
+        }
+        Ok(Some(to_pos - from_pos))
+    }
+
+    /// (segment base, position) of the batch holding `offset`, from the
+    /// tail cache when it holds it (direct mode), else the segment index.
+    fn position_of(&self, offset: i64) -> io::Result<Option<(i64, u64)>> {
+        if let Some(found) = self.staging.tail.position_of(offset) {
+            return Ok(Some(found));
+        }
+        let floor = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(i64::MIN, |(&b, _)| b);
+        for seg in self.segments.range(floor..).map(|(_, s)| s) {
+            if let Some((pos, _)) = seg.translate_offset(offset)? {
+                return Ok(Some((seg.base_offset(), pos)));
+            }
+        }
+        Ok(None)
     }
 
     /// ListOffsets by timestamp (Kafka's `fetchOffsetByTimestamp` for a

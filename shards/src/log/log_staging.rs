@@ -250,6 +250,7 @@ impl Log {
                 cached: Some(r.bytes),
             }),
             first_batch_base_offset: r.first_batch_base_offset,
+            read_size: r.read_size,
         })
     }
 

@@ -106,10 +106,16 @@ pub enum SegmentRead {
     /// No batch in this segment reaches `start_offset`: try the next one.
     NotInSegment,
     /// The batch holding `start_offset` exists but limits exclude it.
-    Empty { first_batch_base_offset: i64 },
+    Empty {
+        first_batch_base_offset: i64,
+        /// See [`crate::log::ReadInfo::read_size`] (a partial first batch).
+        read_size: u32,
+    },
     Data {
         slice: FileSlice,
         first_batch_base_offset: i64,
+        /// See [`crate::log::ReadInfo::read_size`].
+        read_size: u32,
     },
 }
 
@@ -475,6 +481,7 @@ impl LogSegment {
         if first.base_offset >= max_offset_exclusive {
             return Ok(SegmentRead::Empty {
                 first_batch_base_offset,
+                read_size: 0,
             });
         }
         // The position where batches at or past max_offset_exclusive start.
@@ -490,10 +497,17 @@ impl LogSegment {
         let first_end = start_pos + first.total_size() as u64;
         debug_assert!(first_end <= max_pos);
         let limit = start_pos.saturating_add(max_bytes as u64).min(max_pos);
+        // Kafka's size: up to the limit (or the first batch), partial batch included.
+        let read_size = if first_end > limit && min_one_batch {
+            first_end - start_pos
+        } else {
+            limit - start_pos
+        } as u32;
         let end = if first_end > limit {
             if !min_one_batch {
                 return Ok(SegmentRead::Empty {
                     first_batch_base_offset,
+                    read_size,
                 });
             }
             first_end
@@ -514,6 +528,7 @@ impl LogSegment {
                 cached: None,
             },
             first_batch_base_offset,
+            read_size,
         })
     }
 

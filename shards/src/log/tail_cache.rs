@@ -38,6 +38,8 @@ pub struct TailRead {
     pub position: u64,
     pub bytes: Bytes,
     pub first_batch_base_offset: i64,
+    /// Kafka's size of the read (see [`crate::log::ReadInfo::read_size`]).
+    pub read_size: u32,
 }
 
 #[derive(Default)]
@@ -86,6 +88,25 @@ impl TailCache {
         self.bytes
     }
 
+    /// (segment base, file position) of the cached batch holding `offset`.
+    pub fn position_of(&self, offset: i64) -> Option<(i64, u64)> {
+        let first = self.entries.front()?;
+        if offset < first.first_offset {
+            return None;
+        }
+        let i = self.entries.partition_point(|e| e.end_offset <= offset);
+        let e = self.entries.get(i)?;
+        let mut start = 0usize;
+        while start < e.bytes.len() {
+            let h = BatchHeader::parse(&e.bytes[start..]).ok()?;
+            if h.last_offset() >= offset {
+                return Some((e.segment_base, e.position + start as u64));
+            }
+            start += h.total_size();
+        }
+        None
+    }
+
     /// Whole batches from the one holding `offset`: at most `max_bytes`
     /// (but the first batch even if larger, when `min_one_batch`), none
     /// starting at or past `max_offset_exclusive`, all in one segment. A
@@ -125,6 +146,8 @@ impl TailCache {
         // the same segment: (entry, start, end) ranges.
         let mut ranges: Vec<(usize, usize, usize)> = Vec::new();
         let mut total = 0u64;
+        // A batch did not fit: Kafka fills the limit with part of it.
+        let mut cut_by_limit = false;
         let (mut at, mut from) = (i, start);
         'entries: while let Some(cur) = self.entries.get(at) {
             if at > i {
@@ -147,6 +170,7 @@ impl TailCache {
                 let fits = total + (end + size - from) as u64 <= max_bytes as u64;
                 let first_batch = total == 0 && end == from;
                 if !(fits || first_batch && min_one_batch) {
+                    cut_by_limit = true;
                     break;
                 }
                 end += size;
@@ -178,6 +202,11 @@ impl TailCache {
             position: e.position + start as u64,
             bytes,
             first_batch_base_offset: first_base,
+            read_size: if cut_by_limit {
+                (max_bytes as u64).max(total) as u32
+            } else {
+                total as u32
+            },
         })
     }
 }
