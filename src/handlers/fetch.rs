@@ -141,18 +141,22 @@ async fn read_limited(
         let Some(r) = slot else { continue };
         let len = r.read_size;
         // While no partition before had data, this one was read with the
-        // same limits as the whole request would give it.
-        if left.min_one_batch || len <= left.bytes_left {
+        // same limits as the whole request would give it; after that, a
+        // read within both limits is what the limits left would give.
+        let part_max_bytes = w.max_bytes.max(0) as u32;
+        if left.min_one_batch || len <= left.bytes_left.min(part_max_bytes) {
             left.take(len);
             total += u64::from(len);
             continue;
         }
-        if (left.bytes_left as usize) < RECORD_BATCH_OVERHEAD {
+        let limit = left.bytes_left.min(part_max_bytes);
+        if (limit as usize) < RECORD_BATCH_OVERHEAD {
             // Not even a batch header fits: Kafka sends that many bytes
             // of a partial batch, kshard none.
             r.slice = None;
-            total += u64::from(left.bytes_left);
-            left.take(left.bytes_left);
+            r.read_size = limit;
+            total += u64::from(limit);
+            left.take(limit);
             continue;
         }
         let request = ShardRequest::Fetch {

@@ -925,3 +925,57 @@ def run_group_scenario(bootstrap, topic, group, hosts_for, partitions=6, round_r
     finally:
         for h in hosts.values():
             h.cleanup()
+
+
+def fetch_v4_request(correlation_id, partitions, max_bytes, min_bytes=1, max_wait_ms=0):
+    """Fetch v4 (isolation read_uncommitted). partitions: list of (topic,
+    partition, fetch_offset, partition_max_bytes) in request order; a
+    topic's partitions are grouped where consecutive entries share it."""
+    topics = []
+    for topic, partition, offset, part_max in partitions:
+        if not topics or topics[-1][0] != topic:
+            topics.append((topic, []))
+        topics[-1][1].append(i32(partition) + i64(offset) + i32(part_max))
+    body = i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(max_bytes) + i8(0)
+    body += i32(len(topics))
+    for topic, parts in topics:
+        body += string(topic) + i32(len(parts)) + b"".join(parts)
+    return frame(request_header_v1(1, 4, correlation_id) + body)
+
+
+def parse_fetch_v4_response(payload):
+    """Returns (correlation id, [(topic, partition, error, high watermark,
+    records bytes)]) in response order."""
+    r = Reader(payload)
+    corr = r.i32()
+    r.i32()  # throttle
+    out = []
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            idx = r.i32()
+            err = r.i16()
+            hw = r.i64()
+            r.i64()  # last stable offset
+            n_aborted = r.i32()
+            r.take(16 * max(n_aborted, 0))
+            n = r.i32()
+            records = r.take(n) if n > 0 else b""
+            out.append((name, idx, err, hw, records))
+    assert r.pos == len(payload), "trailing bytes in fetch response"
+    return corr, out
+
+
+def complete_batches(records):
+    """(base offset, size) of every whole batch in a Fetch records field;
+    a partial batch at the end (Kafka sends one when a limit cuts it) is
+    left out, as clients leave it."""
+    out = []
+    pos = 0
+    while pos + 12 <= len(records):
+        base, length = struct.unpack(">qi", records[pos : pos + 12])
+        if pos + 12 + length > len(records):
+            break
+        out.append((base, 12 + length))
+        pos += 12 + length
+    return out
