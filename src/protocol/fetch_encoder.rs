@@ -228,6 +228,43 @@ mod tests {
     }
 
     #[test]
+    fn refuses_what_it_cannot_encode() {
+        let file = std::sync::Arc::new(std::fs::File::open("/dev/null").unwrap());
+        let part = |partition| FetchPartitionData {
+            partition,
+            error_code: 0,
+            high_watermark: 0,
+            last_stable_offset: 0,
+            log_start_offset: 0,
+            diverging_epoch: None,
+            current_leader: None,
+            aborted_transactions: None,
+            records: RecordsData::File(FileSlice {
+                file: file.clone(),
+                position: 0,
+                len: i32::MAX as u32,
+                direct: false,
+                cached: None,
+            }),
+        };
+        let data = |partitions| FetchResponseData {
+            throttle_time_ms: 0,
+            error_code: 0,
+            session_id: 0,
+            topics: vec![FetchTopicData {
+                name: "t".into(),
+                topic_id: Uuid::nil(),
+                partitions,
+            }],
+        };
+        // Two partitions of i32::MAX bytes pass the size prefix.
+        assert!(encode_fetch_response(4, 1, data(vec![part(0), part(1)])).is_err());
+        assert!(encode_fetch_response(4, 1, data(vec![part(0)])).is_err());
+        assert!(encode_fetch_response(99, 1, data(vec![])).is_err());
+        assert!(encode_fetch_response(16, 1, data(vec![])).is_ok());
+    }
+
+    #[test]
     fn round_trips_through_kafka_protocol_decoder() {
         for version in 4..=16i16 {
             let data = FetchResponseData {

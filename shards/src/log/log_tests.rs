@@ -170,14 +170,25 @@ fn read_limits() {
     let bytes = read_slice_bytes(&info.slice.unwrap()).unwrap();
     assert_eq!(headers(&bytes).len(), 2);
     assert_eq!(bytes, [batches[0].clone(), batches[1].clone()].concat());
+    // Kafka's size of that read counts the partial third batch.
+    assert_eq!(info.read_size, size * 2 + size / 2);
     // Too small: nothing, unless min_one_batch.
     let info = log.read(5, size - 1, i64::MAX, false).unwrap();
     assert!(info.slice.is_none());
     assert_eq!(info.first_batch_base_offset, 4);
+    assert_eq!(info.read_size, size - 1);
     let info = log.read(5, size - 1, i64::MAX, true).unwrap();
+    assert_eq!(info.read_size, size);
     assert_eq!(read_slice_bytes(&info.slice.unwrap()).unwrap(), batches[1]);
     let info = log.read(5, 0, i64::MAX, true).unwrap();
+    assert_eq!(info.read_size, size);
     assert_eq!(info.slice.unwrap().len, size);
+    // Everything up to the end: whole batches, Kafka's size the same.
+    let info = log.read(0, u32::MAX, i64::MAX, false).unwrap();
+    assert_eq!(info.read_size, size * 10);
+    // DelayedFetch's measure: from the batch holding 5 to 12 and to the end.
+    assert_eq!(log.bytes_between(5, 12).unwrap(), Some(size as u64 * 2));
+    assert_eq!(log.bytes_between(0, 40).unwrap(), Some(size as u64 * 10));
     // The max offset (high watermark) excludes batches starting at or after it.
     let info = log.read(0, u32::MAX, 12, true).unwrap();
     assert_eq!(
