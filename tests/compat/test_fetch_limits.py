@@ -27,10 +27,17 @@ from test_confluent import create_topics
 NONE = 0
 
 
-@pytest.fixture(scope="module")
-def fbroker(broker_module_factory):
+# kshard runs the module in both log.io.modes: direct mode serves fetches
+# from its tail cache (memory) and read cache (DMA reads).
+IO_MODES = ["buffered", "direct"] if TARGET == "kshard" else ["kafka"]
+
+
+@pytest.fixture(scope="module", params=IO_MODES)
+def fbroker(request, broker_module_factory):
     # Several shards, so the limits are applied across shards too.
-    overrides = {"num.shards": "4"} if TARGET == "kshard" else {}
+    overrides = {}
+    if TARGET == "kshard":
+        overrides = {"num.shards": "4", "log.io.mode": request.param}
     b = broker_module_factory(overrides)
     create_topics(b.bootstrap, ["big", "steps", "mixed", "dup", "waits"], partitions=4)
     return b
