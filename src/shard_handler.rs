@@ -456,8 +456,6 @@ pub async fn join_all<T>(futs: Vec<LocalBoxFuture<T>>) -> Vec<T> {
     .await
 }
 
-/// (topic, partition, offset) triples, as waits and DeleteRecords carry them.
-
 /// Parts of one request grouped by owning shard, each with its index in
 /// the request.
 pub struct ShardGroups<P> {
