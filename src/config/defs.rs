@@ -186,6 +186,7 @@ pub static BROKER_DEFS: &[ConfigDef] = &[
     def("offsets.topic.segment.bytes", T::Int, Some("104857600"), V::AtLeast(1), false, "Segment size of __consumer_offsets."),
     def("producer.id.expiration.check.interval.ms", T::Int, Some("600000"), V::AtLeast(1), false, "How often expired producer ids are removed."),
     def("producer.id.expiration.ms", T::Int, Some("86400000"), V::AtLeast(1), true, "Idle time before producer state expires."),
+    def("queued.max.request.bytes", T::Long, Some("-1"), V::None, false, "Bytes of requests read and queued before reads stop; -1: kshard picks a bound."),
     def("queued.max.requests", T::Int, Some("500"), V::AtLeast(1), false, "Queued requests before reads stop."),
     def("replica.fetch.max.bytes", T::Int, Some("1048576"), V::AtLeast(0), false, "Bytes per partition a follower fetches."),
     def("replica.fetch.min.bytes", T::Int, Some("1"), V::None, false, "Least bytes a follower fetch waits for."),

@@ -159,6 +159,9 @@ pub struct BrokerConfig {
     pub fetch_max_bytes: i32,
     pub max_connections: i32,
     pub queued_max_requests: i32,
+    /// As configured; -1 (or 0) means kshard's own bound (see
+    /// `server::request_memory::queued_max_request_bytes`).
+    pub queued_max_request_bytes: i64,
     pub num_shards: usize,
     /// What `num.shards` would be if unset (CPUs the process may use).
     pub default_num_shards: usize,
@@ -415,6 +418,17 @@ impl BrokerConfig {
         } else {
             LogIoMode::Buffered
         };
+        // Kafka's KafkaConfig.validateValues requirement.
+        let queued_max_request_bytes = v.i64("queued.max.request.bytes");
+        if queued_max_request_bytes > 0
+            && queued_max_request_bytes < i64::from(v.i32("socket.request.max.bytes"))
+        {
+            return Err(ConfigError::new(
+                "queued.max.request.bytes",
+                &queued_max_request_bytes.to_string(),
+                "queued.max.request.bytes must be larger or equal to socket.request.max.bytes",
+            ));
+        }
         let zookeeper_session_timeout_ms = v.i32("zookeeper.session.timeout.ms");
         let zookeeper_connect = v.string_opt("zookeeper.connect").filter(|s| !s.is_empty());
 
@@ -520,6 +534,7 @@ impl BrokerConfig {
             fetch_max_bytes: v.i32("fetch.max.bytes"),
             max_connections: v.i32("max.connections"),
             queued_max_requests: v.i32("queued.max.requests"),
+            queued_max_request_bytes,
             num_shards,
             default_num_shards,
             log_io_mode,

@@ -391,3 +391,24 @@ fn topic_config_defaults_validation_and_entries() {
     assert_eq!(mmb.source, SOURCE_DEFAULT_CONFIG);
     assert!(entries.iter().all(|e| !e.read_only));
 }
+
+#[test]
+fn queued_max_request_bytes_is_validated_as_kafka_does() {
+    assert_eq!(cfg(&[]).unwrap().queued_max_request_bytes, -1);
+    for ok in ["-1", "0", "104857600", "2000000000"] {
+        let c = cfg(&[("queued.max.request.bytes", ok)]).unwrap();
+        assert_eq!(c.queued_max_request_bytes.to_string(), ok);
+    }
+    let e = cfg(&[("queued.max.request.bytes", "1048576")]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Invalid value 1048576 for configuration queued.max.request.bytes: queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+    );
+    let c = cfg(&[
+        ("queued.max.request.bytes", "1048576"),
+        ("socket.request.max.bytes", "1048576"),
+    ])
+    .unwrap();
+    assert_eq!(c.queued_max_request_bytes, 1048576);
+    assert!(cfg(&[("queued.max.request.bytes", "lots")]).is_err());
+}

@@ -1,13 +1,18 @@
 //! One client connection on its shard: reads size-prefixed frames (the size is
-//! checked against `socket.request.max.bytes` before anything is allocated),
-//! runs each request, writes responses in request order.
+//! checked against `socket.request.max.bytes` before anything is allocated,
+//! and a request's buffer grows only with the bytes that arrive), bounded by
+//! the shard's share of `queued.max.request.bytes`; runs each request,
+//! writes responses in request order.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncWriteExt};
 use glommio::net::TcpStream;
 use kafka_protocol::messages::ApiKey;
 use kshard_shards::log::FileSlice;
@@ -15,56 +20,105 @@ use kshard_shards::log::FileSlice;
 use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
 use crate::protocol::{parse_request, Chunk, FrameError, Response};
+use crate::server::request_memory::{Charge, RequestMemoryPool};
 use crate::server::sendfile::{send_cached_bytes, send_file_slice, send_with_read_ahead};
 use crate::shard_context::ShardContext;
 
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes one read asks the socket for. Reads land in the shard's buffer
+/// (`SHARD_READ_BUF`) and only the bytes received are copied to the
+/// connection, so an idle connection holds no buffer and a request's buffer
+/// grows with its bytes, never with the size its prefix declares.
+const READ_CHUNK_BYTES: usize = 256 * 1024;
 
-pub async fn serve(ctx: Rc<ShardContext>, mut stream: TcpStream) {
+thread_local! {
+    /// One read buffer per shard (a shard is one thread); borrowed only
+    /// inside a synchronous `poll_read`, never across an await.
+    static SHARD_READ_BUF: RefCell<Box<[u8]>> =
+        RefCell::new(vec![0u8; READ_CHUNK_BYTES].into_boxed_slice());
+}
+
+pub async fn serve(ctx: Rc<ShardContext>, pool: Rc<RequestMemoryPool>, mut stream: TcpStream) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    if let Err(e) = serve_inner(&ctx, &mut stream).await {
+    if let Err(e) = serve_inner(&ctx, &pool, &mut stream).await {
         log::debug!("connection {peer} closed: {e}");
     }
 }
 
-/// Reads once into `buf`, growing it by `want` bytes first. Cancel-safe: if
-/// the future is dropped before the read completes, `buf` is as it was.
-async fn read_some(stream: &mut TcpStream, buf: &mut BytesMut, want: usize) -> Result<(), String> {
-    /// Truncates the buffer back to `keep` bytes when dropped.
-    struct Grown<'a> {
-        buf: &'a mut BytesMut,
-        keep: usize,
-    }
-    impl Drop for Grown<'_> {
-        fn drop(&mut self) {
-            self.buf.truncate(self.keep);
-        }
-    }
-    let start = buf.len();
-    buf.resize(start + want, 0);
-    let grown = Grown { buf, keep: start };
-    let n = stream
-        .read(&mut grown.buf[start..])
-        .await
-        .map_err(|e| e.to_string())?;
+/// Reads once (at most `READ_CHUNK_BYTES`) and appends what arrived to
+/// `buf`, charging it to `charge`. Cancel-safe: bytes are appended only
+/// when the read completes.
+async fn read_some(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    charge: &mut Charge,
+) -> Result<(), String> {
+    let n = futures_lite::future::poll_fn(|cx| {
+        SHARD_READ_BUF.with(|shared| {
+            let Ok(mut chunk) = shared.try_borrow_mut() else {
+                return Poll::Ready(Err(std::io::Error::other("shard read buffer in use")));
+            };
+            match Pin::new(&mut *stream).poll_read(cx, &mut chunk[..]) {
+                Poll::Ready(Ok(n)) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    Poll::Ready(Ok(n))
+                }
+                other => other,
+            }
+        })
+    })
+    .await
+    .map_err(|e| e.to_string())?;
     if n == 0 {
         return Err("peer closed".into());
     }
-    let mut grown = grown;
-    grown.keep = start + n;
+    charge.add(n);
     Ok(())
 }
 
-/// Bytes to ask the socket for when `buf` needs `at_least` in all.
-fn read_want(buf: &BytesMut, at_least: usize) -> usize {
-    at_least.saturating_sub(buf.len()).max(READ_CHUNK_BYTES)
+/// Waits until the shard's request memory lets this connection read
+/// (Kafka mutes the channel while its memory pool is exhausted), then
+/// reads. A connection muted for `connections.max.idle.ms` is closed, as
+/// Kafka expires a muted channel that long idle.
+async fn read_when_allowed(
+    pool: &RequestMemoryPool,
+    idle_ms: i64,
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    charge: &mut Charge,
+) -> Result<(), String> {
+    if !pool.may_read(charge) {
+        let muted = pool.wait_may_read(charge);
+        if idle_ms > 0 {
+            let idle = std::time::Duration::from_millis(idle_ms as u64);
+            let expired = futures_lite::future::or(
+                async {
+                    muted.await;
+                    false
+                },
+                async {
+                    glommio::timer::sleep(idle).await;
+                    true
+                },
+            )
+            .await;
+            if expired {
+                return Err(format!(
+                    "muted for connections.max.idle.ms {idle_ms}: queued.max.request.bytes in use"
+                ));
+            }
+        } else {
+            muted.await;
+        }
+    }
+    read_some(stream, buf, charge).await
 }
 
 /// Splits the next whole frame (without its size prefix) off `buf`, or
-/// says how many bytes `buf` must hold before it can.
+/// says how many bytes `buf` must hold before it can. An emptied `buf`
+/// lets go of its memory (the frames split off keep what they use).
 fn take_frame(
     buf: &mut BytesMut,
     max_request_bytes: usize,
@@ -84,8 +138,8 @@ fn take_frame(
     }
     let mut frame = buf.split_to(4 + size);
     let frame: Bytes = frame.split_off(4).freeze();
-    if buf.capacity() < READ_CHUNK_BYTES {
-        buf.reserve(READ_CHUNK_BYTES);
+    if buf.is_empty() {
+        *buf = BytesMut::new();
     }
     Ok(Ok(frame))
 }
@@ -136,11 +190,16 @@ async fn write_result(
     result: handlers::HandlerResult,
     scratch: &mut Vec<u8>,
 ) -> Result<(), String> {
-    match result {
+    let written = match result {
         Ok(Some(resp)) => write_response(ctx, stream, resp, scratch).await,
         Ok(None) => Ok(()),
         Err(e) => Err(e),
+    };
+    // The copy fallback of sendfile filled it: not kept while idle.
+    if scratch.capacity() > 0 {
+        *scratch = Vec::new();
     }
+    written
 }
 
 /// Writes the answers of all pipelined requests, oldest first.
@@ -163,9 +222,71 @@ enum Woken {
     Answered(handlers::HandlerResult),
 }
 
-async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(), String> {
-    let max_request_bytes = ctx.config.socket_request_max_bytes.max(0) as usize;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+/// A connection's reading state.
+struct Reader<'a> {
+    pool: &'a RequestMemoryPool,
+    /// Bytes received and not yet split into a frame.
+    buf: BytesMut,
+    /// What `buf` holds, charged to `pool`.
+    charge: Charge,
+    max_request_bytes: usize,
+    idle_ms: i64,
+}
+
+impl Reader<'_> {
+    /// The next frame with its charge; answers of pipelined produces go out
+    /// as they finish.
+    async fn next_frame(
+        &mut self,
+        ctx: &ShardContext,
+        stream: &mut TcpStream,
+        in_flight: &mut VecDeque<InFlight>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(Bytes, Charge), String> {
+        let Reader {
+            pool,
+            buf,
+            charge,
+            max_request_bytes,
+            idle_ms,
+        } = self;
+        loop {
+            if let Ok(frame) = take_frame(buf, *max_request_bytes)? {
+                let frame_charge = charge.split(4 + frame.len());
+                return Ok((frame, frame_charge));
+            }
+            let Some(front) = in_flight.front_mut() else {
+                read_when_allowed(pool, *idle_ms, stream, buf, charge).await?;
+                continue;
+            };
+            let woken = futures_lite::future::or(
+                async { Woken::Read(read_when_allowed(pool, *idle_ms, stream, buf, charge).await) },
+                async { Woken::Answered(front.await) },
+            )
+            .await;
+            match woken {
+                Woken::Read(r) => r?,
+                Woken::Answered(result) => {
+                    in_flight.pop_front();
+                    write_result(ctx, stream, result, scratch).await?;
+                }
+            }
+        }
+    }
+}
+
+async fn serve_inner(
+    ctx: &Rc<ShardContext>,
+    pool: &Rc<RequestMemoryPool>,
+    stream: &mut TcpStream,
+) -> Result<(), String> {
+    let mut reader = Reader {
+        pool,
+        buf: BytesMut::new(),
+        charge: pool.charge(),
+        max_request_bytes: ctx.config.socket_request_max_bytes.max(0) as usize,
+        idle_ms: ctx.config.connections_max_idle_ms,
+    };
     let mut scratch = Vec::new();
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     // connections.max.idle.ms: a connection that sends nothing for that long
@@ -185,35 +306,15 @@ async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(
         if ctx.shutting_down.get() {
             return Ok(());
         }
-        // The next frame; answers of pipelined produces go out as they finish.
-        let frame = loop {
-            let need = match take_frame(&mut buf, max_request_bytes)? {
-                Ok(frame) => break frame,
-                Err(need) => need,
-            };
-            let want = read_want(&buf, need);
-            let Some(front) = in_flight.front_mut() else {
-                read_some(stream, &mut buf, want).await?;
-                continue;
-            };
-            let woken = futures_lite::future::or(
-                async { Woken::Read(read_some(stream, &mut buf, want).await) },
-                async { Woken::Answered(front.await) },
-            )
-            .await;
-            match woken {
-                Woken::Read(r) => r?,
-                Woken::Answered(result) => {
-                    in_flight.pop_front();
-                    write_result(ctx, stream, result, &mut scratch).await?;
-                }
-            }
-        };
+        let (frame, frame_charge) = reader
+            .next_frame(ctx, stream, &mut in_flight, &mut scratch)
+            .await?;
         if ctx.cluster.is_some() && frame.len() >= 2 {
             let api_key = i16::from_be_bytes([frame[0], frame[1]]);
             if handlers::inter_broker::versions(api_key).is_some() {
                 drain_in_flight(ctx, stream, &mut in_flight, &mut scratch).await?;
                 let resp = handlers::inter_broker::serve(ctx, frame).await?;
+                drop(frame_charge);
                 stream.write_all(&resp).await.map_err(|e| e.to_string())?;
                 continue;
             }
@@ -229,14 +330,18 @@ async fn serve_inner(ctx: &Rc<ShardContext>, stream: &mut TcpStream) -> Result<(
                     write_result(ctx, stream, result, &mut scratch).await?;
                 }
                 let ctx = ctx.clone();
+                // The request's bytes stay charged until its handler is done.
                 in_flight.push_back(glommio::spawn_local(async move {
-                    handlers::dispatch(&ctx, req).await
+                    let result = handlers::dispatch(&ctx, req).await;
+                    drop(frame_charge);
+                    result
                 }));
             }
             Ok(req) => {
                 // Everything else runs alone, after the produces before it.
                 drain_in_flight(ctx, stream, &mut in_flight, &mut scratch).await?;
                 let result = handlers::dispatch(ctx, req).await;
+                drop(frame_charge);
                 write_result(ctx, stream, result, &mut scratch).await?;
             }
             Err(FrameError::UnsupportedVersion {

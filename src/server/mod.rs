@@ -3,6 +3,7 @@
 //! writes the checkpoints so the next start needs no recovery.
 
 pub mod connection;
+pub mod request_memory;
 pub mod sendfile;
 
 use std::collections::HashMap;
@@ -390,16 +391,27 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                         }
                     })
                     .collect();
+                let request_memory = request_memory::RequestMemoryPool::new(
+                    request_memory::queued_max_request_bytes(
+                        config.queued_max_request_bytes,
+                        config.socket_request_max_bytes.max(0) as usize,
+                    ) / nr_shards,
+                );
                 let mut accept_tasks = Vec::new();
                 for listener in listeners {
                     let ctx = ctx.clone();
+                    let request_memory = request_memory.clone();
                     accept_tasks.push(glommio::spawn_local(async move {
                         loop {
                             match listener.accept().await {
                                 Ok(stream) => {
                                     let _ = stream.set_nodelay(true);
-                                    glommio::spawn_local(connection::serve(ctx.clone(), stream))
-                                        .detach();
+                                    glommio::spawn_local(connection::serve(
+                                        ctx.clone(),
+                                        request_memory.clone(),
+                                        stream,
+                                    ))
+                                    .detach();
                                 }
                                 Err(e) => {
                                     log::warn!("accept failed: {e}");
@@ -410,6 +422,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                     }));
                 }
                 if shard_id == CONTROLLER_SHARD {
+                    log::info!(
+                        "queued.max.request.bytes: reads stop at {} bytes of requests per shard",
+                        request_memory.share_bytes()
+                    );
                     log::info!(
                         "kshard started in {} ms, serving on {:?}",
                         now_ms() - started_at_ms,
