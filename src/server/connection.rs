@@ -6,6 +6,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -48,72 +49,56 @@ pub async fn serve(ctx: Rc<ShardContext>, pool: Rc<RequestMemoryPool>, mut strea
 }
 
 /// Reads once (at most `READ_CHUNK_BYTES`) and appends what arrived to
-/// `buf`, charging it to `charge`. Cancel-safe: bytes are appended only
-/// when the read completes.
+/// `buf`, charging it to `charge`. While the shard's request memory is
+/// full the connection does not read (Kafka mutes the channel while its
+/// memory pool is exhausted); the check and the read happen in the same
+/// poll, so connections waiting for bytes cannot all pass the check and
+/// then overrun the pool together. A connection muted for
+/// `connections.max.idle.ms` is closed, as Kafka expires an idle muted
+/// channel. Cancel-safe: bytes are appended only when the read completes.
 async fn read_some(
-    stream: &mut TcpStream,
-    buf: &mut BytesMut,
-    charge: &mut Charge,
-) -> Result<(), String> {
-    let n = futures_lite::future::poll_fn(|cx| {
-        SHARD_READ_BUF.with(|shared| {
-            let Ok(mut chunk) = shared.try_borrow_mut() else {
-                return Poll::Ready(Err(std::io::Error::other("shard read buffer in use")));
-            };
-            match Pin::new(&mut *stream).poll_read(cx, &mut chunk[..]) {
-                Poll::Ready(Ok(n)) => {
-                    buf.extend_from_slice(&chunk[..n]);
-                    Poll::Ready(Ok(n))
-                }
-                other => other,
-            }
-        })
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    if n == 0 {
-        return Err("peer closed".into());
-    }
-    charge.add(n);
-    Ok(())
-}
-
-/// Waits until the shard's request memory lets this connection read
-/// (Kafka mutes the channel while its memory pool is exhausted), then
-/// reads. A connection muted for `connections.max.idle.ms` is closed, as
-/// Kafka expires a muted channel that long idle.
-async fn read_when_allowed(
     pool: &RequestMemoryPool,
     idle_ms: i64,
     stream: &mut TcpStream,
     buf: &mut BytesMut,
     charge: &mut Charge,
 ) -> Result<(), String> {
-    if !pool.may_read(charge) {
-        let muted = pool.wait_may_read(charge);
-        if idle_ms > 0 {
-            let idle = std::time::Duration::from_millis(idle_ms as u64);
-            let expired = futures_lite::future::or(
-                async {
-                    muted.await;
-                    false
-                },
-                async {
-                    glommio::timer::sleep(idle).await;
-                    true
-                },
-            )
-            .await;
-            if expired {
-                return Err(format!(
-                    "muted for connections.max.idle.ms {idle_ms}: queued.max.request.bytes in use"
-                ));
+    let mut muted_timer: Option<glommio::timer::Timer> = None;
+    let n = futures_lite::future::poll_fn(|cx| {
+        if !pool.may_read(charge) {
+            if idle_ms > 0 {
+                let idle = std::time::Duration::from_millis(idle_ms as u64);
+                let timer = muted_timer.get_or_insert_with(|| glommio::timer::Timer::new(idle));
+                if Pin::new(timer).poll(cx).is_ready() {
+                    return Poll::Ready(Err(format!(
+                        "muted for connections.max.idle.ms {idle_ms}: queued.max.request.bytes in use"
+                    )));
+                }
             }
-        } else {
-            muted.await;
+            pool.wake_when_may_read(cx.waker());
+            return Poll::Pending;
         }
+        muted_timer = None;
+        SHARD_READ_BUF.with(|shared| {
+            let Ok(mut chunk) = shared.try_borrow_mut() else {
+                return Poll::Ready(Err("shard read buffer in use".to_string()));
+            };
+            match Pin::new(&mut *stream).poll_read(cx, &mut chunk[..]) {
+                Poll::Ready(Ok(n)) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    charge.add(n);
+                    Poll::Ready(Ok(n))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e.to_string())),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+    })
+    .await?;
+    if n == 0 {
+        return Err("peer closed".into());
     }
-    read_some(stream, buf, charge).await
+    Ok(())
 }
 
 /// Splits the next whole frame (without its size prefix) off `buf`, or
@@ -256,11 +241,11 @@ impl Reader<'_> {
                 return Ok((frame, frame_charge));
             }
             let Some(front) = in_flight.front_mut() else {
-                read_when_allowed(pool, *idle_ms, stream, buf, charge).await?;
+                read_some(pool, *idle_ms, stream, buf, charge).await?;
                 continue;
             };
             let woken = futures_lite::future::or(
-                async { Woken::Read(read_when_allowed(pool, *idle_ms, stream, buf, charge).await) },
+                async { Woken::Read(read_some(pool, *idle_ms, stream, buf, charge).await) },
                 async { Woken::Answered(front.await) },
             )
             .await;

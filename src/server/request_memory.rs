@@ -21,10 +21,8 @@
 //! `queued.max.request.bytes + shards × (socket.request.max.bytes + one read)`.
 
 use std::cell::{Cell, RefCell};
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
 
 /// One shard's share of `queued.max.request.bytes`.
 pub struct RequestMemoryPool {
@@ -56,9 +54,13 @@ impl RequestMemoryPool {
         self.used_bytes.get().saturating_sub(own.bytes) < self.share_bytes
     }
 
-    /// Resolves once `may_read(own)` holds (at once if it already does).
-    pub fn wait_may_read<'a>(&'a self, own: &'a Charge) -> MayRead<'a> {
-        MayRead { pool: self, own }
+    /// Registers a muted connection's waker, woken when requests give
+    /// their bytes back.
+    pub fn wake_when_may_read(&self, waker: &Waker) {
+        let mut waiters = self.waiters.borrow_mut();
+        if !waiters.iter().any(|w| w.will_wake(waker)) {
+            waiters.push(waker.clone());
+        }
     }
 
     /// An empty charge against this pool.
@@ -111,27 +113,6 @@ impl Charge {
 impl Drop for Charge {
     fn drop(&mut self) {
         self.pool.release(self.bytes);
-    }
-}
-
-/// See `RequestMemoryPool::wait_may_read`. Cancel-safe: it holds nothing.
-pub struct MayRead<'a> {
-    pool: &'a RequestMemoryPool,
-    own: &'a Charge,
-}
-
-impl Future for MayRead<'_> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.pool.may_read(self.own) {
-            return Poll::Ready(());
-        }
-        let mut waiters = self.pool.waiters.borrow_mut();
-        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
-            waiters.push(cx.waker().clone());
-        }
-        Poll::Pending
     }
 }
 

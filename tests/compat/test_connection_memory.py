@@ -30,6 +30,7 @@ PREFIX_CONNECTIONS = int(
 )
 CYCLES = int(os.environ.get("KSHARD_TEST_CONNECT_CYCLES", "5000"))
 IDLE_CONNECTIONS = 1000
+WAVE = 1000
 
 kshard_only = pytest.mark.skipif(TARGET != "kshard", reason="resident memory of a JVM says nothing")
 
@@ -40,6 +41,14 @@ def rss_bytes(b):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
+
+
+def peak_rss_bytes(b):
+    with open(f"/proc/{b.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
 
 
 def settle_rss(b, seconds=1.5):
@@ -117,9 +126,14 @@ def test_connection_churn_and_idle_connections_stay_cheap(broker):
     connections: all served; (kshard) memory returns after the closes and an
     idle connection costs little."""
     before = rss_bytes(broker) if TARGET == "kshard" else None
-    for i in range(CYCLES):
-        with open_conn(broker) as s:
-            api_versions_round_trip(s, i)
+    # In waves of WAVE open at once, so freed buffers cannot simply be reused
+    # by the next connection.
+    for wave in range(0, CYCLES, WAVE):
+        socks = [open_conn(broker) for _ in range(min(WAVE, CYCLES - wave))]
+        for i, s in enumerate(socks):
+            api_versions_round_trip(s, wave + i)
+        for s in socks:
+            s.close()
     if before is not None:
         after_churn = settle_rss(broker, 2.5)
         assert after_churn - before < 32 * MIB, (
@@ -180,11 +194,13 @@ def test_full_request_memory_stops_reading_but_fails_nothing(broker_factory):
     )
     topic = "connmem-big"
     create_topics(b.bootstrap, [topic], partitions=1)
-    socks = [open_conn(b) for _ in range(24)]
+    requests = [big_produce(topic, i, 900 * 1024) for i in range(64)]
+    socks = [open_conn(b) for _ in requests]
+    before = rss_bytes(b) if TARGET == "kshard" else None
     try:
-        for i, s in enumerate(socks):
+        for s, request in zip(socks, requests):
             s.settimeout(30)
-            s.sendall(big_produce(topic, i, 900 * 1024))
+            s.sendall(request)
         for i, s in enumerate(socks):
             corr, results = cu.parse_produce_v3_response(cu.recv_frame(s))
             assert corr == i
@@ -192,6 +208,10 @@ def test_full_request_memory_stops_reading_but_fails_nothing(broker_factory):
     finally:
         for s in socks:
             s.close()
+    if before is not None:
+        # 56 MiB were sent at once; read unbounded they take ~28 MiB at peak.
+        peak = peak_rss_bytes(b) - before
+        assert peak < 16 * MIB, f"peak RSS grew {peak / MIB:.1f} MiB"
     produce_and_consume(b.bootstrap, count=50)
 
 
