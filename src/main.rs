@@ -29,6 +29,9 @@ fn main() -> ExitCode {
     for key in &config.unknown_keys {
         log::warn!("unknown config key '{key}' ignored");
     }
+    for (key, why) in config.accepted_keys() {
+        log::info!("config key '{key}' accepted without effect: {why}");
+    }
     for key in config.not_applicable_keys() {
         log::info!("config key '{key}' has no effect in kshard's thread-per-core design");
     }

@@ -2,6 +2,7 @@
 //! validation and a one-line doc, for every broker and topic key kshard
 //! knows. DescribeConfigs answers are built from these tables.
 
+use super::kafka_keys::KAFKA_BROKER_DEFS;
 use super::BrokerConfig;
 
 /// DescribeConfigs `config_type` codes (DescribeConfigsResponse.ConfigType).
@@ -75,7 +76,7 @@ const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "g
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
 
-const fn def(
+pub(super) const fn def(
     name: &'static str,
     config_type: ConfigType,
     default: Option<&'static str>,
@@ -96,125 +97,17 @@ const fn def(
 use ConfigType as T;
 use Validator as V;
 
-/// Broker keys, sorted by name (checked by a test; lookups binary-search).
+/// kshard's own broker keys and the two Kafka keys whose default kshard
+/// changes (`listeners`, `log.dir`; see the module doc of `config`), sorted
+/// by name. Every other broker key is Kafka's (`kafka_keys.rs`, generated
+/// from Kafka 3.9.1's jars); `broker_def` looks here first.
 #[rustfmt::skip]
-pub static BROKER_DEFS: &[ConfigDef] = &[
-    def("advertised.listeners", T::String, None, V::None, true, "Listeners published to clients; defaults to listeners."),
-    def("auto.create.topics.enable", T::Boolean, Some("true"), V::None, false, "Create a topic on first metadata request or produce."),
-    def("auto.leader.rebalance.enable", T::Boolean, Some("true"), V::None, false, "Move leadership back to preferred replicas."),
-    def("background.threads", T::Int, Some("10"), V::AtLeast(1), true, "Threads for background tasks (accepted, not applicable)."),
-    def("broker.id", T::Int, Some("-1"), V::None, false, "Broker id; -1 means generate (kshard's embedded store uses 0)."),
-    def("broker.id.generation.enable", T::Boolean, Some("true"), V::None, false, "Allow the broker id to be generated."),
-    def("broker.rack", T::String, None, V::None, false, "Rack of this broker for rack-aware assignment."),
-    def("compression.gzip.level", T::Int, Some("-1"), V::GzipLevel, true, "Gzip level when compression.type is gzip."),
-    def("compression.lz4.level", T::Int, Some("9"), V::Between(1, 17), true, "LZ4 level when compression.type is lz4."),
-    def("compression.type", T::String, Some("producer"), V::OneOf(COMPRESSION_TYPES), true, "Final compression for topic data; producer keeps the producer's."),
-    def("compression.zstd.level", T::Int, Some("3"), V::Between(-131072, 22), true, "Zstd level when compression.type is zstd."),
-    def("connections.max.idle.ms", T::Long, Some("600000"), V::None, false, "Close connections idle longer than this."),
-    def("controlled.shutdown.enable", T::Boolean, Some("true"), V::None, false, "Move leadership away before shutting down."),
-    def("controlled.shutdown.max.retries", T::Int, Some("3"), V::None, false, "Controlled shutdown attempts before an unclean shutdown."),
-    def("controlled.shutdown.retry.backoff.ms", T::Long, Some("5000"), V::None, false, "Wait between controlled shutdown attempts."),
-    def("controller.socket.timeout.ms", T::Int, Some("30000"), V::None, false, "Controller-to-broker socket timeout."),
-    def("default.replication.factor", T::Int, Some("1"), V::None, false, "Replication factor of auto-created topics."),
-    def("delete.topic.enable", T::Boolean, Some("true"), V::None, false, "Allow topics to be deleted."),
-    def("fetch.max.bytes", T::Int, Some("57671680"), V::AtLeast(1024), false, "Most bytes one fetch response may return."),
-    def("group.initial.rebalance.delay.ms", T::Int, Some("3000"), V::None, false, "Wait for more members before the first rebalance."),
-    def("group.max.session.timeout.ms", T::Int, Some("1800000"), V::None, false, "Largest session timeout a member may ask for."),
-    def("group.max.size", T::Int, Some(INT_MAX), V::AtLeast(1), false, "Most members one consumer group may have."),
-    def("group.min.session.timeout.ms", T::Int, Some("6000"), V::None, false, "Smallest session timeout a member may ask for."),
-    def("inter.broker.listener.name", T::String, None, V::None, false, "Listener used between brokers."),
-    def("inter.broker.protocol.version", T::String, Some("3.9-IV0"), V::None, false, "Inter-broker protocol version."),
-    def("leader.imbalance.check.interval.seconds", T::Long, Some("300"), V::AtLeast(1), false, "How often the controller checks leader imbalance."),
-    def("leader.imbalance.per.broker.percentage", T::Int, Some("10"), V::None, false, "Imbalance per broker that triggers a preferred leader election."),
-    def("listener.security.protocol.map", T::String, Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"), V::None, true, "Maps listener names to security protocols."),
-    def("listeners", T::String, Some("PLAINTEXT://127.0.0.1:9092"), V::None, true, "Addresses to listen on (kshard default 127.0.0.1:9092)."),
-    def("log.cleaner.backoff.ms", T::Long, Some("15000"), V::AtLeast(0), true, "Cleaner sleep when there is nothing to clean."),
-    def("log.cleaner.dedupe.buffer.size", T::Long, Some("134217728"), V::None, true, "Memory for the cleaner's offset map."),
-    def("log.cleaner.delete.retention.ms", T::Long, Some("86400000"), V::AtLeast(0), true, "How long delete tombstones are kept on compacted topics."),
-    def("log.cleaner.enable", T::Boolean, Some("true"), V::None, false, "Run the log cleaner for compacted topics."),
-    def("log.cleaner.max.compaction.lag.ms", T::Long, Some(LONG_MAX), V::AtLeast(1), true, "Longest a record may stay uncompacted."),
-    def("log.cleaner.min.cleanable.ratio", T::Double, Some("0.5"), V::DoubleBetween(0.0, 1.0), true, "Dirty ratio that makes a log eligible for cleaning."),
-    def("log.cleaner.min.compaction.lag.ms", T::Long, Some("0"), V::AtLeast(0), true, "Shortest time a record stays uncompacted."),
-    def("log.cleaner.threads", T::Int, Some("1"), V::AtLeast(0), true, "Log cleaner threads."),
-    def("log.cleanup.policy", T::List, Some("delete"), V::ListOf(CLEANUP_POLICIES), true, "Default cleanup policy: delete and/or compact."),
-    def("log.dir", T::String, Some("./data"), V::None, false, "Data directory when log.dirs is unset (kshard default ./data)."),
-    def("log.dirs", T::String, None, V::None, false, "Comma-separated data directories; overrides log.dir."),
-    def("log.flush.interval.messages", T::Long, Some(LONG_MAX), V::AtLeast(1), true, "Messages appended before a forced flush."),
-    def("log.flush.interval.ms", T::Long, None, V::None, true, "Time before a forced flush; unset uses log.flush.scheduler.interval.ms."),
-    def("log.flush.offset.checkpoint.interval.ms", T::Int, Some("60000"), V::AtLeast(0), false, "How often the recovery point checkpoint is written."),
-    def("log.flush.scheduler.interval.ms", T::Long, Some(LONG_MAX), V::None, false, "How often logs are checked for a time-based flush."),
-    def("log.flush.start.offset.checkpoint.interval.ms", T::Int, Some("60000"), V::AtLeast(0), false, "How often the log start offset checkpoint is written."),
-    def("log.index.interval.bytes", T::Int, Some("4096"), V::AtLeast(0), true, "Bytes between offset index entries."),
-    def("log.index.size.max.bytes", T::Int, Some("10485760"), V::AtLeast(4), true, "Largest offset index file size."),
-    def("log.io.mode", T::String, Some("buffered"), V::OneOf(&["direct", "buffered"]), false, "kshard: segment I/O through the page cache or direct I/O."),
-    def("log.local.retention.bytes", T::Long, Some("-2"), V::AtLeast(-2), true, "Local retention size with tiered storage (-2: use retention.bytes)."),
-    def("log.local.retention.ms", T::Long, Some("-2"), V::AtLeast(-2), true, "Local retention time with tiered storage (-2: use retention.ms)."),
-    def("log.message.downconversion.enable", T::Boolean, Some("true"), V::None, true, "Down-convert messages for old fetch versions."),
-    def("log.message.format.version", T::String, Some("3.0-IV1"), V::None, false, "Deprecated; ignored since 3.0."),
-    def("log.message.timestamp.after.max.ms", T::Long, Some(LONG_MAX), V::AtLeast(0), true, "How far a CreateTime may be ahead of the broker clock."),
-    def("log.message.timestamp.before.max.ms", T::Long, Some(LONG_MAX), V::AtLeast(0), true, "How far a CreateTime may be behind the broker clock."),
-    def("log.message.timestamp.difference.max.ms", T::Long, Some(LONG_MAX), V::AtLeast(0), true, "Deprecated bound on timestamp skew."),
-    def("log.message.timestamp.type", T::String, Some("CreateTime"), V::OneOf(TIMESTAMP_TYPES), true, "CreateTime or LogAppendTime."),
-    def("log.preallocate", T::Boolean, Some("false"), V::None, true, "Preallocate segment files."),
-    def("log.retention.bytes", T::Long, Some("-1"), V::None, true, "Largest partition size before old segments go; -1 unlimited."),
-    def("log.retention.check.interval.ms", T::Long, Some("300000"), V::AtLeast(1), false, "How often retention is checked."),
-    def("log.retention.hours", T::Int, Some("168"), V::None, false, "Retention in hours (lowest precedence)."),
-    def("log.retention.minutes", T::Int, None, V::None, false, "Retention in minutes (over log.retention.hours)."),
-    def("log.retention.ms", T::Long, None, V::None, true, "Retention in ms (over minutes and hours); -1 unlimited."),
-    def("log.roll.hours", T::Int, Some("168"), V::AtLeast(1), false, "Segment roll time in hours."),
-    def("log.roll.jitter.hours", T::Int, Some("0"), V::AtLeast(0), false, "Segment roll jitter in hours."),
-    def("log.roll.jitter.ms", T::Long, None, V::None, true, "Segment roll jitter in ms (over hours)."),
-    def("log.roll.ms", T::Long, None, V::None, true, "Segment roll time in ms (over log.roll.hours)."),
-    def("log.segment.bytes", T::Int, Some("1073741824"), V::AtLeast(14), true, "Largest segment file size."),
-    def("log.segment.delete.delay.ms", T::Long, Some("60000"), V::AtLeast(0), true, "Delay before a deleted segment's files are removed."),
-    def("max.connections", T::Int, Some(INT_MAX), V::AtLeast(0), true, "Most connections the broker accepts."),
-    def("max.connections.per.ip", T::Int, Some(INT_MAX), V::AtLeast(0), true, "Most connections from one address."),
-    def("message.max.bytes", T::Int, Some("1048588"), V::AtLeast(0), true, "Largest record batch the broker accepts."),
-    def("min.insync.replicas", T::Int, Some("1"), V::AtLeast(1), true, "Replicas that must ack an acks=all write."),
-    def("num.io.threads", T::Int, Some("8"), V::AtLeast(1), true, "Request handler threads (accepted; kshard uses shards)."),
-    def("num.network.threads", T::Int, Some("3"), V::AtLeast(1), true, "Network threads (accepted; kshard uses shards)."),
-    def("num.partitions", T::Int, Some("1"), V::AtLeast(1), true, "Partitions of auto-created topics."),
-    def("num.recovery.threads.per.data.dir", T::Int, Some("2"), V::AtLeast(1), true, "Threads per data dir for log recovery."),
-    def("num.replica.fetchers", T::Int, Some("1"), V::None, true, "Replica fetcher threads per source broker."),
+pub static KSHARD_BROKER_DEFS: &[ConfigDef] = &[
+    def("listeners", T::String, Some("PLAINTEXT://127.0.0.1:9092"), V::None, true, "Listener List - Comma-separated list of URIs we will listen on and the listener names. kshard's default is PLAINTEXT://127.0.0.1:9092 (Kafka's: PLAINTEXT://:9092)."),
+    def("log.dir", T::String, Some("./data"), V::None, false, "The directory in which the log data is kept (supplemental for log.dirs property). kshard's default is ./data (Kafka's: /tmp/kafka-logs)."),
+    def("log.io.mode", T::String, Some("buffered"), V::OneOf(&["direct", "buffered"]), false, "kshard: segment I/O through the page cache (buffered) or with O_DIRECT (direct)."),
     def("num.shards", T::Int, None, V::AtLeast(1), false, "kshard: shard executors; default the CPUs the process may use."),
-    def("offsets.commit.timeout.ms", T::Int, Some("5000"), V::AtLeast(1), false, "Offset commit wait for replication."),
-    def("offsets.load.buffer.size", T::Int, Some("5242880"), V::AtLeast(1), false, "Read size when loading offsets."),
-    def("offsets.retention.check.interval.ms", T::Long, Some("600000"), V::AtLeast(1), false, "How often stale offsets are checked."),
-    def("offsets.retention.minutes", T::Int, Some("10080"), V::AtLeast(1), false, "How long offsets of empty groups are kept."),
-    def("offsets.topic.num.partitions", T::Int, Some("50"), V::AtLeast(1), false, "Partitions of __consumer_offsets."),
-    def("offsets.topic.replication.factor", T::Short, Some("3"), V::AtLeast(1), false, "Replication factor of __consumer_offsets."),
-    def("offsets.topic.segment.bytes", T::Int, Some("104857600"), V::AtLeast(1), false, "Segment size of __consumer_offsets."),
-    def("producer.id.expiration.check.interval.ms", T::Int, Some("600000"), V::AtLeast(1), false, "How often expired producer ids are removed."),
-    def("producer.id.expiration.ms", T::Int, Some("86400000"), V::AtLeast(1), true, "Idle time before producer state expires."),
-    def("queued.max.request.bytes", T::Long, Some("-1"), V::None, false, "Bytes of requests read and queued before reads stop; -1: kshard picks a bound."),
-    def("queued.max.requests", T::Int, Some("500"), V::AtLeast(1), false, "Queued requests before reads stop."),
-    def("replica.fetch.max.bytes", T::Int, Some("1048576"), V::AtLeast(0), false, "Bytes per partition a follower fetches."),
-    def("replica.fetch.min.bytes", T::Int, Some("1"), V::None, false, "Least bytes a follower fetch waits for."),
-    def("replica.fetch.response.max.bytes", T::Int, Some("10485760"), V::AtLeast(0), false, "Largest follower fetch response."),
-    def("replica.fetch.wait.max.ms", T::Int, Some("500"), V::None, false, "Longest a follower fetch waits."),
-    def("replica.high.watermark.checkpoint.interval.ms", T::Long, Some("5000"), V::None, false, "How often the high watermark is checkpointed."),
-    def("replica.lag.time.max.ms", T::Long, Some("30000"), V::None, false, "Follower lag that drops it from the ISR."),
-    def("replica.socket.timeout.ms", T::Int, Some("30000"), V::None, false, "Follower fetch socket timeout."),
-    def("reserved.broker.max.id", T::Int, Some("1000"), V::AtLeast(0), false, "Highest id a user may configure."),
-    def("security.inter.broker.protocol", T::String, Some("PLAINTEXT"), V::OneOf(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]), false, "Security protocol between brokers."),
     def("shard.core.offset", T::Int, Some("0"), V::AtLeast(0), false, "kshard: first CPU index shards are pinned to."),
-    def("socket.listen.backlog.size", T::Int, Some("50"), V::AtLeast(1), false, "Listen backlog of server sockets."),
-    def("socket.receive.buffer.bytes", T::Int, Some("102400"), V::None, false, "SO_RCVBUF of server sockets; -1 OS default."),
-    def("socket.request.max.bytes", T::Int, Some("104857600"), V::AtLeast(1), false, "Largest request the broker reads."),
-    def("socket.send.buffer.bytes", T::Int, Some("102400"), V::None, false, "SO_SNDBUF of server sockets; -1 OS default."),
-    def("transaction.abort.timed.out.transaction.cleanup.interval.ms", T::Int, Some("10000"), V::AtLeast(1), false, "How often timed-out transactions are aborted."),
-    def("transaction.max.timeout.ms", T::Int, Some("900000"), V::AtLeast(1), false, "Largest transaction timeout a producer may ask for."),
-    def("transaction.remove.expired.transaction.cleanup.interval.ms", T::Int, Some("3600000"), V::AtLeast(1), false, "How often expired transactional ids are removed."),
-    def("transaction.state.log.min.isr", T::Int, Some("2"), V::AtLeast(1), false, "min.insync.replicas of __transaction_state."),
-    def("transaction.state.log.num.partitions", T::Int, Some("50"), V::AtLeast(1), false, "Partitions of __transaction_state."),
-    def("transaction.state.log.replication.factor", T::Short, Some("3"), V::AtLeast(1), false, "Replication factor of __transaction_state."),
-    def("transaction.state.log.segment.bytes", T::Int, Some("104857600"), V::AtLeast(1), false, "Segment size of __transaction_state."),
-    def("transactional.id.expiration.ms", T::Int, Some("604800000"), V::AtLeast(1), true, "Idle time before a transactional id expires."),
-    def("unclean.leader.election.enable", T::Boolean, Some("false"), V::None, true, "Allow out-of-ISR replicas to become leader."),
-    def("zookeeper.connect", T::String, None, V::None, false, "ZooKeeper connect string; unset runs the embedded store."),
-    def("zookeeper.connection.timeout.ms", T::Int, None, V::None, false, "Connect timeout; unset uses zookeeper.session.timeout.ms."),
-    def("zookeeper.max.in.flight.requests", T::Int, Some("10"), V::AtLeast(1), false, "Unacknowledged ZooKeeper requests before blocking."),
-    def("zookeeper.session.timeout.ms", T::Int, Some("18000"), V::None, false, "ZooKeeper session timeout."),
 ];
 
 /// Topic keys, sorted by name. Defaults shown here apply when the broker
@@ -266,7 +159,20 @@ fn find(defs: &'static [ConfigDef], name: &str) -> Option<&'static ConfigDef> {
 }
 
 pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {
-    find(BROKER_DEFS, name)
+    find(KSHARD_BROKER_DEFS, name).or_else(|| find(KAFKA_BROKER_DEFS, name))
+}
+
+/// Every broker key DescribeConfigs lists: Kafka's, with kshard's own
+/// keys and default changes merged in, sorted by name.
+pub fn broker_defs() -> Vec<&'static ConfigDef> {
+    let mut all: Vec<&'static ConfigDef> = KSHARD_BROKER_DEFS.iter().collect();
+    all.extend(
+        KAFKA_BROKER_DEFS
+            .iter()
+            .filter(|d| find(KSHARD_BROKER_DEFS, d.name).is_none()),
+    );
+    all.sort_by_key(|d| d.name);
+    all
 }
 
 pub fn topic_def(name: &str) -> Option<&'static ConfigDef> {
@@ -312,7 +218,7 @@ pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, String> {
                     return Err(format!("Value must be between {lo:?} and {hi:?}"));
                 }
             }
-            format!("{parsed:?}")
+            java_double(parsed)
         }
         T::List => {
             let items: Vec<&str> = if value.is_empty() {
@@ -343,6 +249,22 @@ pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, String> {
         }
     };
     Ok(normalized)
+}
+
+/// A double as Java's Double.toString prints it (ConfigDef.convertToString):
+/// plain between 10^-3 and 10^7, else "d.dddE<exp>".
+pub fn java_double(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        return format!("{value:?}");
+    }
+    let sci = format!("{value:e}");
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    if mantissa.contains('.') {
+        format!("{mantissa}E{exponent}")
+    } else {
+        format!("{mantissa}.0E{exponent}")
+    }
 }
 
 fn integer_expectation(config_type: ConfigType) -> String {
@@ -412,6 +334,14 @@ pub fn static_synonyms(cfg: &BrokerConfig, name: &str) -> Vec<(String, Option<St
     let explicit = broker_synonyms(name);
     let one = [name];
     let names: &[&str] = if explicit.is_empty() { &one } else { explicit };
+    synonyms_of(cfg, name, names)
+}
+
+fn synonyms_of(
+    cfg: &BrokerConfig,
+    name: &str,
+    names: &[&str],
+) -> Vec<(String, Option<String>, i8)> {
     let mut all = Vec::new();
     for synonym in names {
         if let Some(value) = cfg.originals().get(*synonym) {
@@ -431,11 +361,62 @@ pub fn static_synonyms(cfg: &BrokerConfig, name: &str) -> Vec<(String, Option<St
     all.split_off(first)
 }
 
+/// Kafka's ListenerMechanismConfigs: set per listener and SASL mechanism.
+const LISTENER_MECHANISM_CONFIGS: &[&str] = &[
+    "sasl.jaas.config",
+    "sasl.login.callback.handler.class",
+    "sasl.login.class",
+    "sasl.server.callback.handler.class",
+];
+
+/// The broker key a `listener.name.<listener>.[<mechanism>.]<key>`
+/// override stands for (DynamicBrokerConfig.brokerConfigSynonyms).
+pub fn listener_override_base(name: &str) -> Option<&'static ConfigDef> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (_, base) = rest.split_once('.')?;
+    let mechanism_key = LISTENER_MECHANISM_CONFIGS
+        .iter()
+        .find(|k| base.ends_with(&format!(".{k}")));
+    broker_def(mechanism_key.copied().unwrap_or(base))
+}
+
+/// A key Kafka does not define: typed like the broker key it overrides
+/// when it is a listener override, else sensitive with no value and type
+/// UNKNOWN (ConfigHelper cannot tell, so it hides it).
+fn undefined_key_entry(cfg: &BrokerConfig, name: &str) -> ConfigEntry {
+    let base = listener_override_base(name);
+    let sensitive = base.is_none_or(|d| d.config_type == T::Password);
+    let synonyms = match base {
+        Some(d) => synonyms_of(cfg, name, &[name, d.name]),
+        None => vec![(name.to_string(), None, SOURCE_STATIC_BROKER_CONFIG)],
+    };
+    let synonyms = if sensitive {
+        synonyms.into_iter().map(|(n, _, s)| (n, None, s)).collect()
+    } else {
+        synonyms
+    };
+    ConfigEntry {
+        name: name.to_string(),
+        value: if sensitive {
+            None
+        } else {
+            cfg.originals().get(name).cloned()
+        },
+        read_only: true,
+        source: SOURCE_STATIC_BROKER_CONFIG,
+        is_sensitive: sensitive,
+        synonyms,
+        config_type: base.map_or(T::Unknown, |d| d.config_type) as i8,
+        documentation: None,
+    }
+}
+
+/// A static synonym's value: the string as configured (Kafka's
+/// staticBrokerConfigs), null for passwords.
 fn display_value(def: Option<&ConfigDef>, raw: &str) -> Option<String> {
     match def {
         Some(d) if d.config_type == T::Password => None,
-        Some(d) => Some(normalize_value(d, raw).unwrap_or_else(|_| raw.to_string())),
-        None => Some(raw.to_string()),
+        _ => Some(raw.to_string()),
     }
 }
 
@@ -448,14 +429,17 @@ pub fn broker_default(cfg: &BrokerConfig, name: &str) -> Option<String> {
     broker_def(name).and_then(|d| d.default.map(str::to_string))
 }
 
-/// Every broker key (known ones, then unknown keys from the file) with value,
-/// source and synonyms, as Kafka's DescribeConfigs for this broker's id.
+/// Every broker key (Kafka's and kshard's, then unknown keys from the
+/// file) with value, source and synonyms, as Kafka's DescribeConfigs for
+/// this broker's id (ConfigHelper.createBrokerConfigEntry).
 pub fn broker_config_entries(cfg: &BrokerConfig) -> Vec<ConfigEntry> {
-    let mut entries = Vec::with_capacity(BROKER_DEFS.len() + cfg.unknown_keys.len());
-    for d in BROKER_DEFS {
+    let defs = broker_defs();
+    let mut entries = Vec::with_capacity(defs.len() + cfg.unknown_keys.len());
+    for d in defs {
+        let sensitive = d.config_type == T::Password;
         let value = match cfg.originals().get(d.name) {
-            Some(raw) => display_value(Some(d), raw),
-            None if d.config_type == T::Password => None,
+            _ if sensitive => None,
+            Some(raw) => Some(normalize_value(d, raw).unwrap_or_else(|_| raw.clone())),
             None => broker_default(cfg, d.name),
         };
         let synonyms = static_synonyms(cfg, d.name);
@@ -465,24 +449,14 @@ pub fn broker_config_entries(cfg: &BrokerConfig) -> Vec<ConfigEntry> {
             value,
             read_only: !d.dynamic,
             source,
-            is_sensitive: d.config_type == T::Password,
+            is_sensitive: sensitive,
             synonyms,
             config_type: d.config_type as i8,
             documentation: Some(d.doc.to_string()),
         });
     }
     for name in &cfg.unknown_keys {
-        let value = cfg.originals().get(name).cloned();
-        entries.push(ConfigEntry {
-            name: name.clone(),
-            value: value.clone(),
-            read_only: true,
-            source: SOURCE_STATIC_BROKER_CONFIG,
-            is_sensitive: false,
-            synonyms: vec![(name.clone(), value, SOURCE_STATIC_BROKER_CONFIG)],
-            config_type: T::Unknown as i8,
-            documentation: None,
-        });
+        entries.push(undefined_key_entry(cfg, name));
     }
     entries
 }
@@ -493,7 +467,7 @@ mod tests {
 
     #[test]
     fn tables_sorted_and_unique() {
-        for defs in [BROKER_DEFS, TOPIC_DEFS] {
+        for defs in [KSHARD_BROKER_DEFS, KAFKA_BROKER_DEFS, TOPIC_DEFS] {
             for pair in defs.windows(2) {
                 assert!(
                     pair[0].name < pair[1].name,
@@ -507,7 +481,7 @@ mod tests {
 
     #[test]
     fn defaults_pass_their_own_validation() {
-        for d in BROKER_DEFS.iter().chain(TOPIC_DEFS) {
+        for d in broker_defs().into_iter().chain(TOPIC_DEFS) {
             if let Some(default) = d.default {
                 let shown =
                     normalize_value(d, default).unwrap_or_else(|e| panic!("{}: {e}", d.name));

@@ -9,7 +9,9 @@
 //! "generate") means id 0 on the embedded store (see `effective_broker_id`).
 
 pub mod defs;
+pub mod kafka_keys;
 pub mod properties;
+pub mod support;
 pub mod topic;
 
 mod listeners;
@@ -233,6 +235,18 @@ pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Kafka's KafkaConfig.populateSynonyms: `broker.id` and `node.id` name
+/// the same id, so when only one is set the other is set to it.
+fn populate_synonyms(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut out = map.clone();
+    match (map.get("broker.id"), map.get("node.id")) {
+        (None, Some(id)) => out.insert("broker.id".to_string(), id.clone()),
+        (Some(id), None) => out.insert("node.id".to_string(), id.clone()),
+        _ => None,
+    };
+    out
+}
+
 /// Parsed, validated values of known keys, with table defaults.
 struct Values {
     normalized: BTreeMap<&'static str, String>,
@@ -293,6 +307,7 @@ impl BrokerConfig {
 
     /// Validates a key/value map (file contents plus overrides).
     pub fn from_map(map: &BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+        let map = &populate_synonyms(map);
         let mut normalized = BTreeMap::new();
         let mut unknown_keys = Vec::new();
         for (key, value) in map {
@@ -305,6 +320,7 @@ impl BrokerConfig {
                 None => unknown_keys.push(key.clone()),
             }
         }
+        support::check_refused(map)?;
         let v = Values { normalized };
         let default_num_shards = available_cpus();
         Self::build(&v, map.clone(), unknown_keys, default_num_shards)
@@ -563,6 +579,12 @@ impl BrokerConfig {
     pub fn metadata_dir(&self) -> PathBuf {
         debug_assert!(!self.log_dirs.is_empty());
         self.log_dirs[0].join("__kshard_metadata")
+    }
+
+    /// Keys set here that kshard accepts without acting on, with why
+    /// (`support::SUPPORT`), for start-up log lines.
+    pub fn accepted_keys(&self) -> Vec<(&str, &'static str)> {
+        support::accepted_keys(&self.originals)
     }
 
     /// Keys that are accepted for compatibility but have no effect in

@@ -89,8 +89,11 @@ fn precedence() {
     ])
     .unwrap();
     assert_eq!(c.log_flush_interval_ms, 3);
-    let c = cfg(&[("log.dir", "/a"), ("log.dirs", " /b , /c ")]).unwrap();
-    assert_eq!(c.log_dirs, vec![PathBuf::from("/b"), PathBuf::from("/c")]);
+    let c = cfg(&[("log.dir", "/a"), ("log.dirs", " /b , ")]).unwrap();
+    assert_eq!(c.log_dirs, vec![PathBuf::from("/b")]);
+    // Several directories (JBOD) are refused (support.rs).
+    let e = cfg(&[("log.dirs", " /b , /c ")]).unwrap_err();
+    assert_eq!(e.key, "log.dirs");
     assert_eq!(
         cfg(&[("zookeeper.connection.timeout.ms", "5")])
             .unwrap()
@@ -211,9 +214,21 @@ fn args_and_load() {
         "# Kafka style\nbroker.id=7\nnum.partitions = 4\nlog.dirs=/tmp/k1,\\\n  /tmp/k2\n",
     )
     .unwrap();
-    let c = BrokerConfig::load(Some(&path), &[("num.partitions".into(), "9".into())]).unwrap();
+    let e = BrokerConfig::load(Some(&path), &[]).unwrap_err();
+    assert_eq!(
+        (e.key.as_str(), e.value.as_str()),
+        ("log.dirs", "/tmp/k1,/tmp/k2")
+    );
+    let one_dir = [("log.dirs".into(), "/tmp/k1".into())];
+    let c = BrokerConfig::load(
+        Some(&path),
+        &[one_dir[0].clone(), ("num.partitions".into(), "9".into())],
+    )
+    .unwrap();
     assert_eq!((c.broker_id, c.num_partitions), (7, 9));
-    assert_eq!(c.log_dirs.len(), 2);
+    assert_eq!(c.log_dirs.len(), 1);
+    // Kafka's populateSynonyms: node.id follows broker.id.
+    assert_eq!(c.originals()["node.id"], "7");
     assert_eq!(c.originals()["num.partitions"], "9");
     std::fs::write(&path, "k=\\uZZZZ\n").unwrap();
     let e = BrokerConfig::load(Some(&path), &[]).unwrap_err();
@@ -288,7 +303,7 @@ fn broker_entries_sources_and_synonyms() {
         SOURCE_STATIC_BROKER_CONFIG
     );
     assert!(entry(&entries, "broker.id").read_only);
-    assert_eq!(entries.len(), BROKER_DEFS.len() + 1);
+    assert_eq!(entries.len(), broker_defs().len() + 1);
 }
 
 #[test]
@@ -411,4 +426,50 @@ fn queued_max_request_bytes_is_validated_as_kafka_does() {
     .unwrap();
     assert_eq!(c.queued_max_request_bytes, 1048576);
     assert!(cfg(&[("queued.max.request.bytes", "lots")]).is_err());
+}
+
+#[test]
+fn refused_keys_stop_loading_and_accepted_keys_are_listed() {
+    let e = cfg(&[(
+        "authorizer.class.name",
+        "kafka.security.authorizer.AclAuthorizer",
+    )])
+    .unwrap_err();
+    assert_eq!(e.key, "authorizer.class.name");
+    assert!(e.to_string().starts_with(
+        "Invalid value kafka.security.authorizer.AclAuthorizer for configuration authorizer.class.name: kshard does not support this"
+    ));
+    let c = cfg(&[("super.users", "User:a"), ("ssl.keystore.location", "/k")]).unwrap();
+    let keys: Vec<&str> = c.accepted_keys().iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys, vec!["ssl.keystore.location", "super.users"]);
+    // node.id alone sets broker.id, as in Kafka.
+    assert_eq!(cfg(&[("node.id", "4")]).unwrap().broker_id, 4);
+}
+
+#[test]
+fn every_kafka_key_is_described() {
+    let c = cfg(&[
+        ("listener.name.plaintext.ssl.keystore.location", "/k"),
+        ("x.unknown", "v"),
+    ])
+    .unwrap();
+    let entries = broker_config_entries(&c);
+    // Kafka 3.9.1 has 314 non-internal broker keys; kshard adds 3.
+    assert_eq!(entries.len(), 314 + 3 + 2);
+    let location = entry(&entries, "listener.name.plaintext.ssl.keystore.location");
+    assert_eq!(
+        (
+            location.value.as_deref(),
+            location.is_sensitive,
+            location.config_type
+        ),
+        (Some("/k"), false, ConfigType::String as i8)
+    );
+    let unknown = entry(&entries, "x.unknown");
+    assert!(unknown.is_sensitive && unknown.value.is_none());
+    let ratio = entry(&entries, "log.cleaner.io.max.bytes.per.second");
+    assert_eq!(ratio.value.as_deref(), Some("1.7976931348623157E308"));
+    assert_eq!(java_double(1e7), "1.0E7");
+    assert_eq!(java_double(0.0001), "1.0E-4");
+    assert_eq!(java_double(0.25), "0.25");
 }

@@ -88,7 +88,8 @@ fn describe(
     match outcome {
         Ok(entries) => result
             .with_error_code(errors::NONE)
-            .with_error_message(None)
+            // Kafka leaves the message at its schema default, "".
+            .with_error_message(Some(StrBytes::from_static_str("")))
             .with_configs(select(entries, r.configuration_keys.as_deref(), o)),
         Err((code, message)) => result
             .with_error_code(code)
