@@ -32,6 +32,9 @@ pub struct AppendResult {
 pub struct AppendError {
     pub error_code: i16,
     pub message: String,
+    /// Rejected records (batch index, Kafka's message); when any, `message`
+    /// is the one Kafka sends with the error code, else Kafka sends none.
+    pub record_errors: Vec<(i32, String)>,
 }
 
 pub struct PartitionRead {
@@ -124,6 +127,7 @@ impl Partition {
         AppendError {
             error_code: errors::KAFKA_STORAGE_ERROR,
             message: format!("Error while {what}: {cause}"),
+            record_errors: Vec::new(),
         }
     }
 
@@ -234,6 +238,7 @@ impl Partition {
             return Err(AppendError {
                 error_code: errors::KAFKA_STORAGE_ERROR,
                 message: format!("the log stopped after a failed write: {reason}"),
+                record_errors: Vec::new(),
             });
         }
         // Sequence checks come first: a duplicate is answered with the
@@ -246,6 +251,7 @@ impl Partition {
                     return Err(AppendError {
                         error_code: errors::CORRUPT_MESSAGE,
                         message: e.to_string(),
+                        record_errors: Vec::new(),
                     })
                 }
             };
@@ -265,21 +271,28 @@ impl Partition {
                     return Err(AppendError {
                         error_code: errors::DUPLICATE_SEQUENCE_NUMBER,
                         message: "duplicate batch in a multi-batch produce".into(),
+                        record_errors: Vec::new(),
                     })
                 }
                 Err(e) => {
                     return Err(AppendError {
                         error_code: e.error_code(),
                         message: e.to_string(),
+                        record_errors: Vec::new(),
                     })
                 }
             }
             first = false;
         }
         let next_offset = self.log.next_offset();
-        let validation_error = |e: ValidationError| AppendError {
-            error_code: e.error_code(),
-            message: e.to_string(),
+        let topic_partition = format!("{}-{}", self.topic, self.partition);
+        let validation_error = |e: ValidationError| {
+            let e = e.with_topic_partition(&topic_partition);
+            AppendError {
+                error_code: e.error_code(),
+                message: e.wire_message().unwrap_or_else(|| e.to_string()),
+                record_errors: e.record_errors().to_vec(),
+            }
         };
         let info = if allow_staging && self.log.stages_appends() {
             // Direct mode: the request's bytes are staged as they are, with

@@ -16,6 +16,7 @@ fn corrupt(message: String) -> AppendError {
     AppendError {
         error_code: errors::CORRUPT_MESSAGE,
         message,
+        record_errors: Vec::new(),
     }
 }
 
@@ -139,6 +140,7 @@ impl Partition {
                         "fetched batch at offset {} overlaps the log end offset {leo}",
                         info.first_offset
                     ),
+                    record_errors: Vec::new(),
                 });
             }
             self.truncate_fully_and_start_at(info.first_offset, now_ms)
@@ -154,6 +156,7 @@ impl Partition {
                     "fetched batch at offset {} leaves a gap after the log end offset {leo}",
                     info.first_offset
                 ),
+                record_errors: Vec::new(),
             });
         }
 

@@ -30,7 +30,10 @@ pub struct ProducePart {
 #[derive(Clone, Debug)]
 pub struct ProducePartResult {
     pub error_code: i16,
+    /// Sent from Produce v8: Kafka has one only for rejected records.
     pub error_message: Option<String>,
+    /// (batch index, message) of each rejected record (Produce v8+).
+    pub record_errors: Vec<(i32, String)>,
     pub base_offset: i64,
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
@@ -395,6 +398,7 @@ impl ReplicaManager {
                         absent
                     },
                     error_message: None,
+                    record_errors: Vec::new(),
                     base_offset: -1,
                     log_append_time_ms: -1,
                     log_start_offset: -1,
@@ -413,6 +417,7 @@ impl ReplicaManager {
                 ProducePartResult {
                     error_code: errors::NONE,
                     error_message: None,
+                    record_errors: Vec::new(),
                     base_offset: r.base_offset,
                     log_append_time_ms: r.log_append_time_ms,
                     log_start_offset: r.log_start_offset,
@@ -420,7 +425,9 @@ impl ReplicaManager {
             }
             Err(e) => ProducePartResult {
                 error_code: e.error_code,
-                error_message: Some(e.message),
+                // Kafka sends a message only with record errors.
+                error_message: (!e.record_errors.is_empty()).then_some(e.message),
+                record_errors: e.record_errors,
                 base_offset: -1,
                 log_append_time_ms: -1,
                 log_start_offset: partition.log.log_start_offset(),

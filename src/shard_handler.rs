@@ -71,6 +71,7 @@ pub fn handle_shard_request(
                                 return crate::replica_manager::ProducePartResult {
                                     error_code: code,
                                     error_message: None,
+                                    record_errors: Vec::new(),
                                     base_offset: -1,
                                     log_append_time_ms: -1,
                                     log_start_offset: -1,

@@ -71,7 +71,6 @@ pub struct ConfigEntry {
 }
 
 const LONG_MAX: &str = "9223372036854775807";
-const INT_MAX: &str = "2147483647";
 const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];

@@ -50,7 +50,6 @@ const NO_TIERED: &str =
     "it applies only to tiered storage, which kshard refuses (remote.log.storage.system.enable)";
 const NO_TXN: &str = "kshard has no transaction coordinator: transactional producers are refused (InitProducerId answers UNSUPPORTED_VERSION), so nothing is written under this setting";
 const KRAFT_ONLY: &str = "it applies only to KRaft mode, which kshard refuses (process.roles)";
-const NO_CLASSES: &str = "kshard cannot load Java classes";
 
 /// The support table, sorted by key (checked by a test).
 #[rustfmt::skip]

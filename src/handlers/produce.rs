@@ -3,7 +3,9 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -18,6 +20,7 @@ fn failed(code: i16) -> ProducePartResult {
     ProducePartResult {
         error_code: code,
         error_message: None,
+        record_errors: Vec::new(),
         base_offset: -1,
         log_append_time_ms: -1,
         log_start_offset: -1,
@@ -43,6 +46,17 @@ fn has_transactional_records(request: &ProduceRequest) -> bool {
                     & TRANSACTIONAL_FLAG
                     != 0
         })
+}
+
+fn record_errors(errors: Vec<(i32, String)>) -> Vec<BatchIndexAndErrorMessage> {
+    errors
+        .into_iter()
+        .map(|(index, message)| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(index)
+                .with_batch_index_error_message(Some(StrBytes::from_string(message)))
+        })
+        .collect()
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
@@ -149,6 +163,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                         .with_base_offset(r.base_offset)
                         .with_log_append_time_ms(r.log_append_time_ms)
                         .with_log_start_offset(if v >= 5 { r.log_start_offset } else { -1 })
+                        .with_record_errors(if v >= 8 {
+                            record_errors(r.record_errors)
+                        } else {
+                            Vec::new()
+                        })
                         .with_error_message(if v >= 8 {
                             r.error_message.map(StrBytes::from_string)
                         } else {

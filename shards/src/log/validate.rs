@@ -66,8 +66,15 @@ pub enum ValidationError {
     /// MESSAGE_TOO_LARGE (10): batch over `max.message.bytes`, or records
     /// decompressing past the limit (`size` is then a lower bound).
     MessageTooLarge { size: usize, max: usize },
-    /// INVALID_TIMESTAMP (32).
-    InvalidTimestamp(String),
+    /// Record-level errors (Kafka's RecordValidationException): each
+    /// rejected record's batch index and Kafka's message for it;
+    /// INVALID_TIMESTAMP (32) when any is a timestamp error, else
+    /// INVALID_RECORD (87). Key errors end with `NULL_KEY_MESSAGE` until
+    /// `with_topic_partition` names the partition.
+    RecordErrors {
+        timestamp: bool,
+        errors: Vec<(i32, String)>,
+    },
     /// A batch whose magic is not 2. Kafka 3.9 answers a Produce v3+ with
     /// INVALID_RECORD for magic 0/1 (`ProduceRequest.validateRecords`) and
     /// CORRUPT_MESSAGE for magic > 2 (the batch iterator's "Invalid magic").
@@ -81,7 +88,10 @@ impl ValidationError {
             ValidationError::CorruptMessage(_) => 2,
             ValidationError::InvalidRecord(_) => 87,
             ValidationError::MessageTooLarge { .. } => 10,
-            ValidationError::InvalidTimestamp(_) => 32,
+            ValidationError::RecordErrors {
+                timestamp: true, ..
+            } => 32,
+            ValidationError::RecordErrors { .. } => 87,
             ValidationError::UnsupportedMagic(m) if *m > CURRENT_MAGIC => 2,
             ValidationError::UnsupportedMagic(_) => 87,
         }
@@ -97,7 +107,26 @@ impl fmt::Display for ValidationError {
                 f,
                 "the record batch size {size} bytes exceeds the maximum of {max} bytes"
             ),
-            ValidationError::InvalidTimestamp(m) => write!(f, "invalid timestamp: {m}"),
+            // LogValidator.processRecordErrors.
+            ValidationError::RecordErrors {
+                timestamp: true, ..
+            } => write!(
+                f,
+                "One or more records have been rejected due to invalid timestamp"
+            ),
+            ValidationError::RecordErrors { errors, .. } => {
+                let shown: Vec<String> = errors
+                    .iter()
+                    .take(3)
+                    .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
+                    .collect();
+                write!(
+                    f,
+                    "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+                    errors.len(),
+                    shown.join(", ")
+                )
+            }
             ValidationError::UnsupportedMagic(m) => write!(
                 f,
                 "record batches must have magic {CURRENT_MAGIC}, found magic {m}"
@@ -107,6 +136,50 @@ impl fmt::Display for ValidationError {
 }
 
 impl std::error::Error for ValidationError {}
+
+/// Kafka's message for a keyless record on a compacted topic, before the
+/// topic partition that `ValidationError::with_topic_partition` appends.
+pub const NULL_KEY_MESSAGE: &str =
+    "Compacted topic cannot accept message without key in topic partition";
+
+impl ValidationError {
+    /// Names the partition in key errors, as Kafka's message does.
+    pub fn with_topic_partition(self, topic_partition: &str) -> ValidationError {
+        match self {
+            ValidationError::RecordErrors { timestamp, errors } => ValidationError::RecordErrors {
+                timestamp,
+                errors: errors
+                    .into_iter()
+                    .map(|(i, m)| {
+                        if m == NULL_KEY_MESSAGE {
+                            (i, format!("{m} {topic_partition}"))
+                        } else {
+                            (i, m)
+                        }
+                    })
+                    .collect(),
+            },
+            other => other,
+        }
+    }
+
+    /// The message Kafka sends with the error code: only record-level
+    /// errors carry one (ReplicaManager's hasCustomErrorMessage).
+    pub fn wire_message(&self) -> Option<String> {
+        match self {
+            ValidationError::RecordErrors { .. } => Some(self.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Per-record errors for the produce response's record_errors.
+    pub fn record_errors(&self) -> &[(i32, String)] {
+        match self {
+            ValidationError::RecordErrors { errors, .. } => errors,
+            _ => &[],
+        }
+    }
+}
 
 fn invalid(msg: impl Into<String>) -> ValidationError {
     ValidationError::InvalidRecord(msg.into())
@@ -456,9 +529,8 @@ fn scan_records<S: RecordSource>(
 ) -> Result<i64, ValidationError> {
     let lat_batch = h.timestamp_type() == TimestampType::LogAppendTime;
     let mut max_ts = NO_TIMESTAMP;
-    let mut timestamp_error: Option<String> = None;
-    let mut key_error: Option<String> = None;
-    let mut error_count = 0u32;
+    let mut record_errors: Vec<(i32, String)> = Vec::new();
+    let mut timestamp_error = false;
     for index in 0..h.records_count {
         let r = records::parse_record(src).map_err(from_record_error)?;
         if r.offset_delta != index {
@@ -474,13 +546,10 @@ fn scan_records<S: RecordSource>(
             h.base_timestamp.wrapping_add(r.timestamp_delta)
         };
         if cfg.compacted && r.key_len < 0 {
-            error_count += 1;
-            key_error.get_or_insert_with(|| {
-                format!("record {index}: compacted topic cannot accept message without key")
-            });
-        } else if let Some(e) = check_timestamp(index, ts, lat_batch, now_ms, cfg) {
-            error_count += 1;
-            timestamp_error.get_or_insert(e);
+            record_errors.push((index, NULL_KEY_MESSAGE.to_string()));
+        } else if let Some(e) = check_timestamp(index, ts, &r, lat_batch, now_ms, cfg) {
+            timestamp_error = true;
+            record_errors.push((index, e));
         }
         max_ts = max_ts.max(ts);
     }
@@ -489,15 +558,11 @@ fn scan_records<S: RecordSource>(
             "incorrect declared batch size, records still remaining",
         ));
     }
-    if let Some(e) = timestamp_error {
-        return Err(ValidationError::InvalidTimestamp(format!(
-            "{error_count} record(s) rejected; first: {e}"
-        )));
-    }
-    if let Some(e) = key_error {
-        return Err(invalid(format!(
-            "{error_count} record(s) rejected; first: {e}"
-        )));
+    if !record_errors.is_empty() {
+        return Err(ValidationError::RecordErrors {
+            timestamp: timestamp_error,
+            errors: record_errors,
+        });
     }
     Ok(max_ts)
 }
@@ -506,6 +571,7 @@ fn scan_records<S: RecordSource>(
 fn check_timestamp(
     index: i32,
     ts: i64,
+    r: &records::RecordLayout,
     lat_batch: bool,
     now_ms: i64,
     cfg: &ValidationConfig,
@@ -515,15 +581,20 @@ fn check_timestamp(
         let diff = now_ms as i128 - ts as i128;
         if diff > cfg.timestamp_before_max_ms as i128 || -diff > cfg.timestamp_after_max_ms as i128
         {
+            // Produced batches start at offset 0, so a record's offset is
+            // its index; the bounds wrap as Java longs do.
             return Some(format!(
-                "record {index}: timestamp {ts} is out of range, it should be within [{}, {}]",
-                now_ms.saturating_sub(cfg.timestamp_before_max_ms),
-                now_ms.saturating_add(cfg.timestamp_after_max_ms)
+                "Timestamp {ts} of message with offset {index} is out of range. The timestamp should be within [{}, {}]",
+                now_ms.wrapping_sub(cfg.timestamp_before_max_ms),
+                now_ms.wrapping_add(cfg.timestamp_after_max_ms)
             ));
         }
     } else if lat_batch {
+        // DefaultRecord.toString inside Kafka's message.
         return Some(format!(
-            "record {index}: producer should not set timestamp type to LogAppendTime"
+            "Invalid timestamp type in message DefaultRecord(offset={index}, timestamp={ts}, key={} bytes, value={} bytes). Producer should not set timestamp type to LogAppendTime.",
+            r.key_len.max(0),
+            r.value_len.max(0)
         ));
     }
     None
@@ -930,5 +1001,52 @@ mod tests {
             }
         }
         assert!(err > 0 && ok + err == 2400, "ok {ok} err {err}");
+    }
+
+    #[test]
+    fn record_errors_read_as_kafkas() {
+        let (codec, xerial) = CODECS[0];
+        let compacted = ValidationConfig {
+            compacted: true,
+            ..ValidationConfig::default()
+        };
+        let keyless = builder(codec, xerial)
+            .add(NOW_MS, Some(b"k"), None, &[])
+            .add(NOW_MS, None, Some(b"v"), &[])
+            .build();
+        let e = validate_and_assign_offsets(&mut keyless.clone(), 0, 0, NOW_MS, &compacted)
+            .unwrap_err()
+            .with_topic_partition("t-0");
+        let record = "Compacted topic cannot accept message without key in topic partition t-0";
+        assert_eq!(e.record_errors(), [(1, record.to_string())]);
+        assert_eq!(
+            e.wire_message().unwrap(),
+            format!("One or more records have been rejected due to 1 record errors in total, and only showing the first three errors at most: [RecordError(batchIndex=1, message='{record}')]")
+        );
+        let window = ValidationConfig {
+            timestamp_before_max_ms: 1000,
+            ..ValidationConfig::default()
+        };
+        let old = builder(codec, xerial)
+            .add(NOW_MS - 1001, None, None, &[])
+            .build();
+        let e = validate_and_assign_offsets(&mut old.clone(), 0, 0, NOW_MS, &window).unwrap_err();
+        assert_eq!(
+            e.wire_message().as_deref(),
+            Some("One or more records have been rejected due to invalid timestamp")
+        );
+        assert_eq!(
+            e.record_errors()[0].1,
+            format!(
+                "Timestamp {} of message with offset 0 is out of range. The timestamp should be within [{}, {}]",
+                NOW_MS - 1001,
+                NOW_MS - 1000,
+                NOW_MS.wrapping_add(i64::MAX)
+            )
+        );
+        let mut corrupt_crc = old;
+        corrupt_crc[20] ^= 1;
+        let e = validate_and_assign_offsets(&mut corrupt_crc, 0, 0, NOW_MS, &window).unwrap_err();
+        assert_eq!((e.error_code(), e.wire_message()), (2, None));
     }
 }
