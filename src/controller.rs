@@ -81,6 +81,12 @@ impl Controller {
         topics::get_or_create_cluster_id(&mut self.store).map_err(|e| format!("cluster id: {e}"))
     }
 
+    /// The metadata store, for the few requests that write it directly
+    /// (OffsetCommit/OffsetFetch v0 offsets under `/consumers`).
+    pub fn store_mut(&mut self) -> &mut dyn MetadataStore {
+        &mut self.store
+    }
+
     /// The metadata image as the store holds it (start-up).
     pub fn build_image(&mut self) -> Result<MetadataImage, String> {
         let cluster_id = self.cluster_id()?;

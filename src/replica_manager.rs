@@ -127,6 +127,16 @@ pub struct ListOffsetsPart {
     pub current_leader_epoch: i32,
 }
 
+/// One partition of a ListOffsets v0 request.
+pub struct LegacyListOffsetsPart {
+    pub topic: String,
+    pub partition: i32,
+    pub timestamp: i64,
+    pub max_num_offsets: i32,
+    /// Replica id -1: a consumer, who never sees past the high watermark.
+    pub from_consumer: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct ListOffsetsPartResult {
     pub error_code: i16,
@@ -589,7 +599,14 @@ impl ReplicaManager {
             leader_epoch: p.leader_epoch_cache.epoch_for_offset(offset),
         };
         match part.timestamp {
-            LATEST_TIMESTAMP | LATEST_TIERED_TIMESTAMP => ok(p.high_watermark(), -1),
+            LATEST_TIMESTAMP => ok(p.high_watermark(), -1),
+            // No tiered storage: Kafka answers no offset and no epoch.
+            LATEST_TIERED_TIMESTAMP => ListOffsetsPartResult {
+                error_code: errors::NONE,
+                timestamp: -1,
+                offset: -1,
+                leader_epoch: -1,
+            },
             EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => ok(p.log.log_start_offset(), -1),
             MAX_TIMESTAMP => match p.log.offset_of_max_timestamp() {
                 Ok(Some((offset, ts))) => ok(offset, ts),
@@ -619,6 +636,61 @@ impl ReplicaManager {
             },
             _ => fail(errors::INVALID_REQUEST),
         }
+    }
+
+    /// ListOffsets v0 (Kafka's `legacyFetchOffsetsBefore`): the base offsets
+    /// of the segments last modified at or before `timestamp` (plus the log
+    /// end offset, stamped now, when the active segment holds data), newest
+    /// first, at most `max_num_offsets`; -1 (latest) starts from the newest,
+    /// -2 (earliest) from the oldest. A consumer never sees past the high
+    /// watermark: the list then starts with it.
+    pub fn legacy_offsets_before(
+        &self,
+        part: &LegacyListOffsetsPart,
+        now_ms: i64,
+    ) -> Result<Vec<i64>, i16> {
+        let p = self.leader_partition(&part.topic, part.partition)?;
+        let log_start = p.log.log_start_offset();
+        let mut offset_times = Vec::with_capacity(p.log.segment_count() + 1);
+        for seg in p.log.segments() {
+            let modified = seg.last_modified_ms().map_err(|e| {
+                log::error!("{}-{}: segment mtime: {e}", part.topic, part.partition);
+                errors::KAFKA_STORAGE_ERROR
+            })?;
+            offset_times.push((seg.base_offset().max(log_start), modified));
+        }
+        if p.log
+            .segments()
+            .next_back()
+            .is_some_and(|s| s.size_bytes() > 0)
+        {
+            offset_times.push((p.log.log_end_offset(), now_ms));
+        }
+        let start = match part.timestamp {
+            LATEST_TIMESTAMP => offset_times.len() as i64 - 1,
+            EARLIEST_TIMESTAMP => 0,
+            ts => offset_times
+                .iter()
+                .rposition(|&(_, modified)| modified <= ts)
+                .map_or(-1, |i| i as i64),
+        };
+        // Kafka allocates an array of this size: a negative one fails.
+        let count = i64::from(part.max_num_offsets).min(start + 1);
+        if count < 0 {
+            return Err(errors::UNKNOWN_SERVER_ERROR);
+        }
+        let mut offsets: Vec<i64> = (0..count)
+            .map(|j| offset_times[(start - j) as usize].0)
+            .collect();
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        if part.from_consumer {
+            let hw = p.high_watermark();
+            if offsets.iter().any(|&o| o > hw) {
+                offsets.retain(|&o| o <= hw);
+                offsets.insert(0, hw);
+            }
+        }
+        Ok(offsets)
     }
 
     /// DeleteRecords: offset -1 means the high watermark.

@@ -22,8 +22,8 @@ use crate::fetch_session::FetchSessionCache;
 use crate::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::{Request, Response};
 use crate::replica_manager::{
-    FetchPart, FetchPartResult, ListOffsetsPart, ListOffsetsPartResult, ProducePart,
-    ProducePartResult, ReplicaManager,
+    FetchPart, FetchPartResult, LegacyListOffsetsPart, ListOffsetsPart, ListOffsetsPartResult,
+    ProducePart, ProducePartResult, ReplicaManager,
 };
 
 /// Work one shard asks of another. Partition work goes to the partition's
@@ -53,6 +53,10 @@ pub enum ShardRequest {
     ListOffsets {
         parts: Vec<ListOffsetsPart>,
         isolation_level: i8,
+    },
+    /// ListOffsets v0: a list of segment offsets per part.
+    LegacyListOffsets {
+        parts: Vec<LegacyListOffsetsPart>,
     },
     DeleteRecords {
         parts: Vec<(String, i32, i64)>,
@@ -110,6 +114,8 @@ pub enum ShardResponse {
     Produce(Vec<ProducePartResult>),
     Fetch(Vec<FetchPartResult>),
     ListOffsets(Vec<ListOffsetsPartResult>),
+    /// Offsets, newest first, or an error code, per part.
+    LegacyListOffsets(Vec<Result<Vec<i64>, i16>>),
     /// (error code, new low watermark) per part.
     DeleteRecords(Vec<(i16, i64)>),
     /// (error code, leader epoch, end offset) per part.

@@ -187,6 +187,15 @@ pub fn handle_shard_request(
             let results = parts.iter().map(|p| rm.list_offset(p)).collect();
             Box::pin(async move { ShardResponse::ListOffsets(results) })
         }
+        ShardRequest::LegacyListOffsets { parts } => {
+            let rm = ctx.replica_manager.borrow();
+            let now = now_ms() as i64;
+            let results = parts
+                .iter()
+                .map(|p| rm.legacy_offsets_before(p, now))
+                .collect();
+            Box::pin(async move { ShardResponse::LegacyListOffsets(results) })
+        }
         ShardRequest::DeleteRecords { parts } => {
             let mut rm = ctx.replica_manager.borrow_mut();
             let results = parts

@@ -1,4 +1,5 @@
-//! Request framing and decoding: header, API table check, body codec.
+//! Request framing and decoding: header, API table check, body codec
+//! (the crate's, and `protocol::legacy` for the versions it no longer knows).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 

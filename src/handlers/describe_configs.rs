@@ -85,6 +85,7 @@ fn describe(
     let result = DescribeConfigsResult::default()
         .with_resource_type(r.resource_type)
         .with_resource_name(r.resource_name.clone());
+    // Kafka leaves the message at its default, "", unless an exception set it.
     match outcome {
         Ok(entries) => result
             .with_error_code(errors::NONE)
@@ -93,7 +94,7 @@ fn describe(
             .with_configs(select(entries, r.configuration_keys.as_deref(), o)),
         Err((code, message)) => result
             .with_error_code(code)
-            .with_error_message(message.map(StrBytes::from_string))
+            .with_error_message(Some(StrBytes::from_string(message.unwrap_or_default())))
             .with_configs(Vec::new()),
     }
 }

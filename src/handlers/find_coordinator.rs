@@ -1,4 +1,5 @@
-//! FindCoordinator (API 10, v0-5; v4+ batches keys). Groups: the coordinator
+//! FindCoordinator (API 10, v0-6; v4+ batches keys, v6 may ask for share
+//! groups). Groups: the coordinator
 //! is the leader of `__consumer_offsets` partition `partitionFor(group)`,
 //! which on this single broker is always this broker (the partitions live
 //! on the controller shard). Transaction coordinators: kshard has none, so
@@ -19,6 +20,10 @@ use crate::shard_context::ShardContext;
 
 const GROUP_KEY_TYPE: i8 = 0;
 const TRANSACTION_KEY_TYPE: i8 = 1;
+/// Share groups (KIP-932): asked for from v6; Kafka 3.9 has no share
+/// coordinator and answers COORDINATOR_NOT_AVAILABLE.
+const SHARE_KEY_TYPE: i8 = 2;
+const SHARE_VERSION: i16 = 6;
 const BATCHED_VERSION: i16 = 4;
 
 struct Found {
@@ -29,7 +34,7 @@ struct Found {
     port: i32,
 }
 
-fn find(ctx: &ShardContext, key_type: i8) -> Found {
+fn find(ctx: &ShardContext, key_type: i8, version: i16) -> Found {
     let fail = |error: i16, message: &str| Found {
         error,
         message: Some(message.to_string()),
@@ -64,6 +69,10 @@ fn find(ctx: &ShardContext, key_type: i8) -> Found {
             errors::INVALID_REQUEST,
             "kshard has no transaction coordinator; transactions are not supported",
         ),
+        SHARE_KEY_TYPE if version >= SHARE_VERSION => fail(
+            errors::COORDINATOR_NOT_AVAILABLE,
+            "The coordinator is not available.",
+        ),
         other => fail(
             errors::INVALID_REQUEST,
             &format!("Unknown coordinator type {other}"),
@@ -76,7 +85,7 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let mut response = FindCoordinatorResponse::default();
     if req.api_version >= BATCHED_VERSION {
         for key in &request.coordinator_keys {
-            let f = find(ctx, request.key_type);
+            let f = find(ctx, request.key_type, req.api_version);
             response.coordinators.push(
                 Coordinator::default()
                     .with_key(key.clone())
@@ -88,7 +97,7 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             );
         }
     } else {
-        let f = find(ctx, request.key_type);
+        let f = find(ctx, request.key_type, req.api_version);
         response = response
             .with_error_code(f.error)
             .with_error_message(f.message.map(StrBytes::from_string))

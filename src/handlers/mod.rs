@@ -33,6 +33,7 @@ pub mod produce;
 pub mod stop_replica;
 pub mod sync_group;
 pub mod update_metadata;
+pub mod zk_offsets;
 
 use std::rc::Rc;
 
@@ -45,7 +46,7 @@ use crate::shard_context::{ShardContext, ShardRequest, ShardResponse, CONTROLLER
 /// `Ok(None)`: no response (acks=0 produce). `Err`: close the connection.
 pub type HandlerResult = Result<Option<Response>, String>;
 
-pub fn respond<M: Encodable>(req: &Request, body: &M) -> HandlerResult {
+pub fn respond<M: Encodable + 'static>(req: &Request, body: &M) -> HandlerResult {
     encode_response(
         req.api_key,
         req.api_version,
@@ -114,6 +115,9 @@ pub async fn controller_dispatch(ctx: &Rc<ShardContext>, req: Request) -> Handle
         ApiKey::SyncGroup => sync_group::handle(ctx, &req).await,
         ApiKey::Heartbeat => heartbeat::handle(ctx, &req),
         ApiKey::LeaveGroup => leave_group::handle(ctx, &req),
+        // Version 0 offsets live in the metadata store, as in ZooKeeper-mode Kafka.
+        ApiKey::OffsetCommit if req.api_version == 0 => zk_offsets::commit(ctx, &req).await,
+        ApiKey::OffsetFetch if req.api_version == 0 => zk_offsets::fetch(ctx, &req).await,
         ApiKey::OffsetCommit => offset_commit::handle(ctx, &req),
         ApiKey::OffsetFetch => offset_fetch::handle(ctx, &req),
         ApiKey::ListGroups => list_groups::handle(ctx, &req),

@@ -1,4 +1,4 @@
-//! Fetch response encoder (Fetch v4..v16) that leaves record bytes in the
+//! Fetch response encoder (Fetch v4..v17) that leaves record bytes in the
 //! segment files: the response is a list of chunks, in-memory header bytes
 //! interleaved with file ranges that the connection sends with sendfile(2).
 
@@ -89,7 +89,7 @@ pub fn encode_fetch_response(
     correlation_id: i32,
     data: FetchResponseData,
 ) -> Result<Response, String> {
-    if !(4..=16).contains(&version) {
+    if !(4..=17).contains(&version) {
         return Err(format!("Fetch v{version} responses are not encodable"));
     }
     let flexible = version >= 12;
@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn round_trips_through_kafka_protocol_decoder() {
-        for version in 4..=16i16 {
+        for version in 4..=17i16 {
             let data = FetchResponseData {
                 throttle_time_ms: 0,
                 error_code: 0,

@@ -80,7 +80,41 @@ fn seeds() -> Vec<Vec<u8>> {
             ]);
         out.push(frame(ApiKey::Fetch, v, &f));
     }
+    out.extend(legacy_seeds());
     out
+}
+
+/// The legacy-version requests of `legacy/testdata/golden.txt` (bodies
+/// serialized by Kafka 3.9.1) under a v1 request header.
+fn legacy_seeds() -> Vec<Vec<u8>> {
+    include_str!("legacy/testdata/golden.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let (name, version, hex) = (f.next()?, f.next()?, f.next()?);
+            let key = match name.strip_suffix("Request")? {
+                "ListOffsets" => ApiKey::ListOffsets,
+                "CreateTopics" => ApiKey::CreateTopics,
+                "DeleteTopics" => ApiKey::DeleteTopics,
+                "OffsetCommit" => ApiKey::OffsetCommit,
+                "OffsetFetch" => ApiKey::OffsetFetch,
+                "OffsetForLeaderEpoch" => ApiKey::OffsetForLeaderEpoch,
+                "DescribeConfigs" => ApiKey::DescribeConfigs,
+                other => panic!("unknown golden request {other}"),
+            };
+            let mut b = BytesMut::new();
+            b.put_i16(key as i16);
+            b.put_i16(version.parse().ok()?);
+            b.put_i32(7);
+            b.put_i16(4);
+            b.put_slice(b"fuzz");
+            for i in (0..hex.len()).step_by(2) {
+                b.put_u8(u8::from_str_radix(&hex[i..i + 2], 16).ok()?);
+            }
+            Some(b.to_vec())
+        })
+        .collect()
 }
 
 #[test]

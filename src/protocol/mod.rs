@@ -8,6 +8,7 @@ pub mod fetch_encoder;
 #[cfg(test)]
 mod fuzz_tests;
 pub mod inter_broker;
+pub mod legacy;
 
 use std::sync::Arc;
 
@@ -39,7 +40,8 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
 }
 
 /// Exactly the APIs implemented, nothing more (an API that is not here is
-/// not offered). Minimums follow KIP-896 so Kafka 4.x clients accept them.
+/// not offered), with Apache Kafka 3.9's ZooKeeper-mode ranges. Versions the
+/// `kafka-protocol` crate no longer decodes are served by `legacy`.
 pub const SUPPORTED_APIS: &[ApiRange] = &[
     ApiRange {
         key: ApiKey::Produce,
@@ -47,25 +49,25 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
         max_version: 11,
         min_served_version: 3,
     },
-    api(ApiKey::Fetch, 4, 16),
-    api(ApiKey::ListOffsets, 1, 8),
+    api(ApiKey::Fetch, 4, 17),
+    api(ApiKey::ListOffsets, 0, 9),
     api(ApiKey::Metadata, 0, 12),
-    api(ApiKey::ApiVersions, 0, 3),
-    api(ApiKey::CreateTopics, 2, 7),
-    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 0, 7),
+    api(ApiKey::DeleteTopics, 0, 6),
     api(ApiKey::DeleteRecords, 0, 2),
     api(ApiKey::InitProducerId, 0, 5),
-    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
-    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::OffsetForLeaderEpoch, 0, 4),
+    api(ApiKey::DescribeConfigs, 0, 4),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DescribeCluster, 0, 1),
-    api(ApiKey::FindCoordinator, 0, 5),
+    api(ApiKey::FindCoordinator, 0, 6),
     api(ApiKey::JoinGroup, 0, 9),
     api(ApiKey::SyncGroup, 0, 5),
     api(ApiKey::Heartbeat, 0, 4),
     api(ApiKey::LeaveGroup, 0, 5),
-    api(ApiKey::OffsetCommit, 2, 9),
-    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::OffsetCommit, 0, 9),
+    api(ApiKey::OffsetFetch, 0, 9),
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
@@ -164,7 +166,7 @@ impl Response {
 }
 
 /// Encodes `body` with its response header into one size-prefixed frame.
-pub fn encode_response<M: Encodable>(
+pub fn encode_response<M: Encodable + 'static>(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
@@ -175,6 +177,18 @@ pub fn encode_response<M: Encodable>(
     let header_size = header
         .compute_size(header_version)
         .map_err(|e| format!("response header: {e}"))?;
+    if let Some(legacy) = legacy::encode_response(api_key, api_version, body) {
+        let legacy = legacy?;
+        let size = i32::try_from(header_size + legacy.len())
+            .map_err(|_| format!("{api_key:?} v{api_version} response too large"))?;
+        let mut buf = BytesMut::with_capacity(4 + header_size + legacy.len());
+        buf.put_i32(size);
+        header
+            .encode(&mut buf, header_version)
+            .map_err(|e| format!("response header: {e}"))?;
+        buf.put_slice(&legacy);
+        return Ok(buf.freeze());
+    }
     let body_size = body
         .compute_size(api_version)
         .map_err(|e| format!("{api_key:?} v{api_version} response size: {e}"))?;
@@ -189,8 +203,17 @@ pub fn encode_response<M: Encodable>(
     Ok(buf.freeze())
 }
 
-/// Decodes a request body of type `M` at the request's version.
-pub fn decode_body<M: Decodable>(req: &Request) -> Result<M, String> {
+/// Decodes a request body of type `M` at the request's version (legacy
+/// versions by `legacy`, into the struct their handler expects).
+pub fn decode_body<M: Decodable + 'static>(req: &Request) -> Result<M, String> {
+    if let Some(decoded) = legacy::decode_request(req.api_key, req.api_version, &req.body) {
+        return decoded?.downcast::<M>().map(|m| *m).map_err(|_| {
+            format!(
+                "{:?} v{}: decoded as another type",
+                req.api_key, req.api_version
+            )
+        });
+    }
     let mut body = req.body.clone();
     M::decode(&mut body, req.api_version)
         .map_err(|e| format!("{:?} v{}: {e}", req.api_key, req.api_version))
@@ -204,6 +227,9 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
     match req.api_key {
         ApiKey::Produce => decode_body::<m::ProduceRequest>(&req).map(|_| ()),
         ApiKey::Fetch => decode_body::<m::FetchRequest>(&req).map(|_| ()),
+        ApiKey::ListOffsets if req.api_version == 0 => {
+            decode_body::<legacy::ListOffsetsV0Request>(&req).map(|_| ())
+        }
         ApiKey::ListOffsets => decode_body::<m::ListOffsetsRequest>(&req).map(|_| ()),
         ApiKey::Metadata => decode_body::<m::MetadataRequest>(&req).map(|_| ()),
         ApiKey::ApiVersions => decode_body::<m::ApiVersionsRequest>(&req).map(|_| ()),

@@ -294,6 +294,11 @@ impl LogSegment {
         Ok(())
     }
 
+    /// The log file's mtime (Kafka's `LogSegment.lastModified`).
+    pub fn last_modified_ms(&self) -> io::Result<i64> {
+        self.log.modified_ms()
+    }
+
     /// Kafka's `largestTimestamp`: the max record timestamp, or the file's
     /// mtime when no batch carried a timestamp.
     pub fn largest_timestamp(&self) -> io::Result<i64> {
