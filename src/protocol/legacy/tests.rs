@@ -151,7 +151,9 @@ fn create_topics_v0_v1() {
         assert_eq!(r, create_topics_sample(v), "v{v}");
         let message = (v >= 1).then(|| s("Topic 'tøpic' already exists."));
         let resp = CreateTopicsResponse::default().with_topics(vec![
-            CreatableTopicResult::default().with_name(tn("foo")),
+            CreatableTopicResult::default()
+                .with_name(tn("foo"))
+                .with_error_message(None),
             CreatableTopicResult::default()
                 .with_name(tn(TOPIC_2))
                 .with_error_code(36)
@@ -312,6 +314,7 @@ fn describe_configs_v0() {
     // ConfigSource and synonyms are dropped: v0 carries neither.
     let resp = DescribeConfigsResponse::default().with_results(vec![
         DescribeConfigsResult::default()
+            .with_error_message(None)
             .with_resource_type(2)
             .with_resource_name(s("foo"))
             .with_configs(vec![
