@@ -87,21 +87,28 @@ pub fn encode_response(
     }
     let mut w = Vec::new();
     let written = match key {
-        ApiKey::ListOffsets => Ok(responses::list_offsets_v0(&mut w, body.downcast_ref()?)),
-        ApiKey::CreateTopics => Ok(responses::create_topics(
-            &mut w,
-            body.downcast_ref()?,
-            version,
-        )),
-        ApiKey::DeleteTopics => Ok(responses::delete_topics_v0(&mut w, body.downcast_ref()?)),
+        ApiKey::ListOffsets => {
+            responses::list_offsets_v0(&mut w, body.downcast_ref()?);
+            Ok(())
+        }
+        ApiKey::CreateTopics => {
+            responses::create_topics(&mut w, body.downcast_ref()?, version);
+            Ok(())
+        }
+        ApiKey::DeleteTopics => {
+            responses::delete_topics_v0(&mut w, body.downcast_ref()?);
+            Ok(())
+        }
         ApiKey::OffsetCommit => responses::offset_commit(&mut w, body.downcast_ref()?),
         ApiKey::OffsetFetch => responses::offset_fetch_v0(&mut w, body.downcast_ref()?),
-        ApiKey::OffsetForLeaderEpoch => Ok(responses::offset_for_leader_epoch(
-            &mut w,
-            body.downcast_ref()?,
-            version,
-        )),
-        ApiKey::DescribeConfigs => Ok(responses::describe_configs_v0(&mut w, body.downcast_ref()?)),
+        ApiKey::OffsetForLeaderEpoch => {
+            responses::offset_for_leader_epoch(&mut w, body.downcast_ref()?, version);
+            Ok(())
+        }
+        ApiKey::DescribeConfigs => {
+            responses::describe_configs_v0(&mut w, body.downcast_ref()?);
+            Ok(())
+        }
         _ => return None,
     };
     Some(
