@@ -3,6 +3,7 @@
 //! writes the checkpoints so the next start needs no recovery.
 
 pub mod connection;
+pub mod in_process;
 pub mod request_memory;
 pub mod sendfile;
 
@@ -502,7 +503,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
 
 /// Time-based flush, retention, and (on the controller shard) the broker
 /// checkpoint files.
-async fn maintenance_loop(ctx: Rc<ShardContext>) {
+pub(crate) async fn maintenance_loop(ctx: Rc<ShardContext>) {
     let retention_every_ms = ctx.config.log_retention_check_interval_ms.max(1) as u64;
     // The checkpoint files are written together; in cluster mode they carry
     // the high watermarks, due every replica.high.watermark.checkpoint.interval.ms.
