@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Writes fuzz/seeds/<target>/: valid request sequences for the handlers
+target ([api_key u8][version u8][body length u16][body] per request) and
+valid record batches for record_batch_append, so mutations start deep."""
+import os
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from malformed_corpus import arr, record_batch, s  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "fuzz", "seeds")
+
+
+def req(api_key, version, body):
+    return struct.pack(">BBH", api_key, version, len(body)) + body
+
+
+def ns(text):  # NULLABLE_STRING, None = null
+    return struct.pack(">h", -1) if text is None else s(text)
+
+
+def b(data):  # BYTES
+    return struct.pack(">i", len(data)) + data
+
+
+BATCH = record_batch([b"hello", b"world"])
+TXN_BATCH = record_batch([b"t"], attributes=0x10, producer_id=1000, producer_epoch=0, base_sequence=0)
+IDEMPOTENT = record_batch([b"i"], producer_id=1000, producer_epoch=0, base_sequence=0)
+
+CREATE = req(19, 4, arr([s("t1") + struct.pack(">ih", 2, 1) + arr([]) + arr([])]) + struct.pack(">i?", 5000, False))
+PRODUCE = req(0, 3, ns(None) + struct.pack(">hi", 1, 5000)
+              + arr([s("fz") + arr([struct.pack(">i", 0) + b(BATCH)])]))
+FETCH = req(1, 4, struct.pack(">iiiib", -1, 0, 1, 1 << 20, 0)
+            + arr([s("fz") + arr([struct.pack(">iqi", 0, 0, 1 << 20)])]))
+METADATA = req(3, 4, arr([s("fz"), s("auto")]) + b"\x01")
+LIST_OFFSETS = req(2, 1, struct.pack(">i", -1) + arr([s("fz") + arr([struct.pack(">iq", 0, -1)])]))
+API_VERSIONS = req(18, 0, b"")
+FIND_COORD = req(10, 1, s("g") + b"\x00")
+JOIN = req(11, 2, s("g") + struct.pack(">ii", 10000, 10000) + s("") + s("consumer")
+           + arr([s("range") + b(b"\x00\x00\x00\x00\x00\x01\x00\x02fz\xff\xff\xff\xff")]))
+SYNC = req(14, 1, s("g") + struct.pack(">i", 1) + s("m") + arr([]))
+HEARTBEAT = req(12, 1, s("g") + struct.pack(">i", 1) + s("m"))
+LEAVE = req(13, 1, s("g") + s("m"))
+COMMIT = req(8, 2, s("g") + struct.pack(">i", -1) + s("") + struct.pack(">q", -1)
+             + arr([s("fz") + arr([struct.pack(">iq", 0, 1) + ns("meta")])]))
+OFFSET_FETCH = req(9, 1, s("g") + arr([s("fz") + arr([struct.pack(">i", 0)])]))
+LIST_GROUPS = req(16, 0, b"")
+DESCRIBE_GROUPS = req(15, 0, arr([s("g")]))
+DELETE_GROUPS = req(42, 0, arr([s("g")]))
+OFFSET_DELETE = req(47, 0, s("g") + arr([s("fz") + arr([struct.pack(">i", 0)])]))
+DESCRIBE_CONFIGS = req(32, 1, arr([struct.pack(">b", 2) + s("fz") + struct.pack(">i", -1)]) + b"\x01")
+DELETE_TOPICS = req(20, 1, arr([s("t1")]) + struct.pack(">i", 5000))
+CREATE_PARTS = req(37, 1, arr([s("fz") + struct.pack(">ii", 5, -1)]) + struct.pack(">i?", 5000, False))
+DELETE_RECORDS = req(21, 0, arr([s("fz") + arr([struct.pack(">iq", 0, 1)])]) + struct.pack(">i", 5000))
+INIT_PID = req(22, 0, ns("tx") + struct.pack(">i", 60000))
+INIT_PID_NULL = req(22, 0, ns(None) + struct.pack(">i", 60000))
+OFFSET_FOR_EPOCH = req(23, 2, arr([s("fz") + arr([struct.pack(">iii", 0, 0, 0)])]))
+DESCRIBE_CLUSTER = req(60, 0, b"\x00\x00")  # flexible: include_cluster_authorized_operations, tags
+ELECT = req(43, 0, arr([s("fz") + struct.pack(">ii", 1, 0)]) + struct.pack(">i", 5000))
+PRODUCE_TXN = req(0, 3, ns("tx") + struct.pack(">hi", -1, 5000)
+                  + arr([s("fz") + arr([struct.pack(">i", 1) + b(TXN_BATCH)])]))
+PRODUCE_IDEM = req(0, 3, ns(None) + struct.pack(">hi", -1, 5000)
+                   + arr([s("fzc") + arr([struct.pack(">i", 0) + b(IDEMPOTENT)])]))
+
+HANDLER_SEEDS = {
+    "produce_fetch": [PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_EPOCH, DELETE_RECORDS, FETCH],
+    "admin": [CREATE, METADATA, CREATE_PARTS, DESCRIBE_CONFIGS, DELETE_TOPICS, METADATA],
+    "group": [FIND_COORD, JOIN, SYNC, HEARTBEAT, COMMIT, OFFSET_FETCH, LEAVE],
+    "group_admin": [COMMIT, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_DELETE, DELETE_GROUPS],
+    "producers": [INIT_PID, INIT_PID_NULL, PRODUCE_TXN, PRODUCE_IDEM, FETCH],
+    "cluster": [API_VERSIONS, DESCRIBE_CLUSTER, ELECT, METADATA],
+}
+
+
+def main():
+    for target in ("handlers", "record_batch_append"):
+        os.makedirs(os.path.join(ROOT, target), exist_ok=True)
+    for name, reqs in HANDLER_SEEDS.items():
+        with open(os.path.join(ROOT, "handlers", name), "wb") as f:
+            f.write(b"".join(reqs))
+    batches = {
+        "plain": b"\x00" + BATCH,
+        "compacted": b"\x01" + record_batch([b"k1", b"k2"]),
+        "idempotent_acks_all": b"\x02" + IDEMPOTENT,
+        "transactional": b"\x00" + TXN_BATCH,
+        "gzip_attr": b"\x00" + record_batch([b"z"], attributes=1),
+    }
+    for name, data in batches.items():
+        with open(os.path.join(ROOT, "record_batch_append", name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
