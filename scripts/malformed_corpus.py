@@ -85,6 +85,11 @@ def cases():
     yield "size_prefix_100mib", struct.pack(">i", 104_857_500)
     names = [s(f"unknown-{i}") for i in range(20_000)]
     yield "metadata_20000_unknown_topics", frame(3, 4, 1, arr(names) + b"\x01")
+    # Found by the handlers fuzz target: a negative partition reached a
+    # placement assertion (debug builds) on the fetch path.
+    neg_part = struct.pack(">iqi", -1, 0, 1 << 20)
+    yield "fetch_negative_partition", create_topics_v4("fz", 1, False) + frame(
+        1, 4, 2, struct.pack(">iiiib", -1, 0, 1, 1 << 20, 0) + arr([s("fz") + arr([neg_part])]))
     txn_batch = record_batch([b"v"], attributes=0x10)  # transactional, producer id -1
     yield "produce_transactional_batch_without_producer_id", (
         create_topics_v4("fz", 1, False) + produce_v3("fz", txn_batch))

@@ -17,16 +17,17 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// The one placement rule: every caller (request routing, log opening, the
-/// start-up checkpoint split) goes through here.
+/// start-up checkpoint split) goes through here. A request may name a
+/// negative partition: it maps to some shard, which finds no such partition
+/// and answers UNKNOWN_TOPIC_OR_PARTITION.
 #[inline]
 pub fn shard_for(topic: &str, partition: i32, nr_shards: usize) -> usize {
     debug_assert!(nr_shards >= 1);
-    debug_assert!(partition >= 0);
     if topic == OFFSETS_TOPIC {
         return 0;
     }
     let start = fnv1a(topic.as_bytes()) as u64;
-    ((start + partition as u64) % nr_shards as u64) as usize
+    (start.wrapping_add(partition as u64) % nr_shards as u64) as usize
 }
 
 #[cfg(test)]
@@ -41,6 +42,9 @@ mod tests {
             assert_eq!(owners[p], (owners[0] + p) % n);
         }
         assert_eq!(shard_for("x", 3, 1), 0);
+        // Negative partitions (from requests) map somewhere, no overflow.
+        assert_eq!(shard_for("orders", -1, n), (owners[0] + n - 1) % n);
+        assert!(shard_for("orders", i32::MIN, n) < n);
         for p in 0..50 {
             assert_eq!(shard_for(OFFSETS_TOPIC, p, 4), 0);
         }
