@@ -32,6 +32,8 @@ for t in "${TARGETS[@]}"; do
   nice "fuzz/target/$TRIPLE/release/$t" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 \
     -ignore_ooms=1 -timeout=10 -rss_limit_mb=1024 -max_total_time="$SECONDS_PER_TARGET" \
     -artifact_prefix="fuzz/artifacts/$t/" "fuzz/corpus/$t" "${seeds[@]}" >"$log" 2>&1 || true
+  # Fork-mode children exit without closing their broker: drop its data.
+  rm -rf "${KSHARD_FUZZ_DIR:-${TMPDIR:-/tmp}}"/kshard-fuzz-*
   # Fork mode reports "#<total executions>: cov: ..." lines.
   runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
   runs=${runs:-0}
