@@ -16,28 +16,7 @@ use kshard::server::in_process::{Answer, InProcessBroker};
 /// Cases that still crash or hang the broker, with the issue item that
 /// fixes them; `cargo test --release --test malformed_requests -- --ignored`
 /// runs just these. Remove a line when its fix lands.
-const KNOWN_FAILURES: &[(&str, &str)] = &[
-    (
-        "create_topics_350000_partitions",
-        "#13 CreateTopics with 350,000 partitions aborts (metadata record over 64 MiB)",
-    ),
-    (
-        "create_topics_count_i32max",
-        "#13 CreateTopics count 2^31-1 grows memory without bound, never answers",
-    ),
-    (
-        "create_topics_count_i32max_validate_only",
-        "#13 CreateTopics count 2^31-1 (validate_only) grows memory without bound",
-    ),
-    (
-        "create_partitions_count_i32max",
-        "#13 CreatePartitions count 2^31-1 grows memory without bound, never answers",
-    ),
-    (
-        "metadata_20000_unknown_topics",
-        "#13 Metadata naming 20,000 unknown topics auto-creates them all, blocks over a minute",
-    ),
-];
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 /// How long one request may take before the broker counts as hung.
 const ANSWER_WAIT: Duration = Duration::from_secs(20);
