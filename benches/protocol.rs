@@ -149,7 +149,12 @@ fn fetch_assembly(c: &mut Criterion) {
                         partitions: parts,
                     }],
                 };
-                black_box(encode_fetch_response(12, 7, data).chunks.len())
+                black_box(
+                    encode_fetch_response(12, 7, data)
+                        .expect("encodable")
+                        .chunks
+                        .len(),
+                )
             })
         });
     }

@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn default_bound_is_at_least_one_request_and_at_most_a_gib() {
         let b = default_queued_max_request_bytes(100 << 20);
-        assert!(b >= 100 << 20 && b <= 1 << 30, "{b}");
+        assert!((100 << 20..=1 << 30).contains(&b), "{b}");
         assert_eq!(default_queued_max_request_bytes(2 << 30), 2 << 30);
         assert_eq!(queued_max_request_bytes(5000, 100), 5000);
         assert_eq!(
