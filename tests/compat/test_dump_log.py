@@ -117,3 +117,26 @@ def test_index_checks(stopped_broker, codec):
     assert "passed sanity check" in out
     rc, out, err = dump("--files", idx, "--verify-index-only")
     assert_clean(rc, out, err)
+
+
+def test_active_index_is_current_while_running(broker_factory):
+    """The active segment's .index is written through a mapping, as Kafka's
+    is: kafka-dump-log reads its entries while the broker runs, before any
+    roll, flush or shutdown."""
+    b = broker_factory({"log.index.interval.bytes": "1024"})
+    t = "dl-active"
+    create_topics(b.bootstrap, [t], partitions=1)
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0, "batch.size": 2048})
+    for i in range(400):
+        p.produce(t, key=cu.rec_key(t, i), value=cu.rec_value(t, i), partition=0)
+        p.flush(30)
+    logs = segments(b, t)
+    assert len(logs) == 1, logs
+    rc, out, err = dump("--files", str(logs[0].with_suffix(".index")))
+    assert rc == 0, err[-3000:]
+    entries = re.findall(r"^offset: (\d+) position: (\d+)", out, re.M)
+    assert len(entries) >= 20, out[-2000:]
+    offsets = [int(o) for o, _ in entries]
+    assert offsets == sorted(offsets) and offsets[0] > 0, offsets[:10]
+    rc, out, err = dump("--files", str(logs[0].with_suffix(".index")), "--verify-index-only")
+    assert_clean(rc, out, err)

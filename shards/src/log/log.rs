@@ -262,8 +262,10 @@ impl Log {
             .expect("log has a segment")
     }
 
-    /// Gives a segment that just became active the configured write path.
+    /// Gives a segment that just became active its mapped indexes and the
+    /// configured write path.
     fn apply_io_mode_to_active(&mut self) -> io::Result<()> {
+        self.active_mut().on_become_active()?;
         match self.config.io_mode {
             IoMode::Direct => self.active_mut().enable_direct_writes(),
             IoMode::Buffered => Ok(()),

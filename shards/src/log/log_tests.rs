@@ -79,6 +79,7 @@ in_both_modes!(
     recovery_cuts_at_garbage_length,
     recovery_deletes_segments_after_a_bad_one,
     missing_or_corrupt_indexes_are_rebuilt,
+    a_crashed_active_index_reads_as_its_entries,
     for_each_batch_from_visits_later_batches,
     flush_policies_move_the_recovery_point,
     rejects_bad_appends
@@ -275,13 +276,23 @@ fn offset_index_follows_kafkas_interval_rule() {
         assert!(h.base_offset <= offset && offset <= h.last_offset());
         assert!(idx.lookup(offset).position as u64 <= pos);
     }
-    // On disk after flush: Kafka's 8-byte big-endian entries, exactly.
-    log.flush().unwrap();
-    let raw = std::fs::read(segment_file_path(dir.path(), 0, INDEX_FILE_SUFFIX)).unwrap();
-    assert_eq!(raw.len(), expected.len() * 8);
+    // On disk without a flush, as Kafka's mapped index: Kafka's 8-byte
+    // big-endian entries, then the preallocated (zero) rest of the file.
+    let index_path = segment_file_path(dir.path(), 0, INDEX_FILE_SUFFIX);
+    let raw = std::fs::read(&index_path).unwrap();
+    assert_eq!(raw.len(), base_config().max_index_size_bytes as usize);
     let (off, pos) = expected[0];
     assert_eq!(&raw[..4], &(off as i32).to_be_bytes());
     assert_eq!(&raw[4..8], &(pos as i32).to_be_bytes());
+    let (last_off, last_pos) = expected[expected.len() - 1];
+    let last_at = (expected.len() - 1) * 8;
+    assert_eq!(&raw[last_at..last_at + 4], &(last_off as i32).to_be_bytes());
+    assert_eq!(&raw[last_at + 4..last_at + 8], &(last_pos as i32).to_be_bytes());
+    assert!(raw[expected.len() * 8..].iter().all(|&b| b == 0));
+    // Closed, the index is trimmed to exactly its entries.
+    log.close().unwrap();
+    let raw = std::fs::read(&index_path).unwrap();
+    assert_eq!(raw.len(), expected.len() * 8);
 }
 
 fn rolls_when_index_is_full() {
@@ -795,3 +806,37 @@ fn rejects_bad_appends() {
 
 #[path = "log_roll_sync_tests.rs"]
 mod roll_sync;
+
+/// Killed after a flush: the active segment's mapped index is still
+/// preallocated on disk; reopening reads its entries (no rebuild, no scan)
+/// and trims the zero tail.
+fn a_crashed_active_index_reads_as_its_entries() {
+    let dir = test_dir();
+    let (mut log, _) = open(dir.path(), base_config(), 0);
+    for i in 0..40 {
+        append(&mut log, 3, NOW + i, 200 + (i as usize % 5) * 50);
+    }
+    let before: Vec<(i64, u32)> = {
+        let idx = log.segment_for(0).unwrap().offset_index();
+        (0..idx.entries())
+            .map(|n| (idx.entry(n).offset, idx.entry(n).position))
+            .collect()
+    };
+    assert!(before.len() > 3);
+    log.flush().unwrap();
+    let leo = log.log_end_offset();
+    drop(log);
+    let index_path = segment_file_path(dir.path(), 0, INDEX_FILE_SUFFIX);
+    let on_disk = std::fs::metadata(&index_path).unwrap().len();
+    assert_eq!(on_disk, base_config().max_index_size_bytes as u64);
+    let (log, stats) = open(dir.path(), base_config(), leo);
+    assert_eq!(stats.segments_scanned, 0);
+    let idx = log.segment_for(0).unwrap().offset_index();
+    let after: Vec<(i64, u32)> = (0..idx.entries())
+        .map(|n| (idx.entry(n).offset, idx.entry(n).position))
+        .collect();
+    assert_eq!(after, before);
+    log.close().unwrap();
+    let on_disk = std::fs::metadata(&index_path).unwrap().len();
+    assert_eq!(on_disk, before.len() as u64 * 8);
+}

@@ -6,6 +6,7 @@
 
 use std::io;
 
+use super::index_mmap::{self, IndexMmap};
 use super::segment::DiskFile;
 
 pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
@@ -25,6 +26,8 @@ pub struct OffsetIndex {
     /// Entries already in the file; the rest are pending.
     written: usize,
     max_entries: usize,
+    /// While the segment is active: the file mapped at its capacity.
+    mapped: Option<IndexMmap>,
 }
 
 fn corrupt(msg: String) -> io::Error {
@@ -41,6 +44,7 @@ impl OffsetIndex {
             entries: Vec::new(),
             written: 0,
             max_entries: max_entries(max_index_size_bytes),
+            mapped: None,
         })
     }
 
@@ -59,14 +63,17 @@ impl OffsetIndex {
                 "offset index size {len} is not a multiple of 8"
             )));
         }
-        let count = (len / OFFSET_INDEX_ENTRY_BYTES as u64) as usize;
-        if count > max_entries {
+        if len / OFFSET_INDEX_ENTRY_BYTES as u64 > max_entries as u64 {
             return Err(corrupt(format!(
-                "offset index has {count} entries, max {max_entries}"
+                "offset index of {len} bytes holds more than {max_entries} entries"
             )));
         }
-        let mut raw = vec![0u8; count * OFFSET_INDEX_ENTRY_BYTES];
-        file.read_exact_at(&mut raw, 0)?;
+        let raw = index_mmap::read_entries(
+            &file,
+            OFFSET_INDEX_ENTRY_BYTES,
+            preallocated_bytes(max_entries),
+        )?;
+        let count = raw.len() / OFFSET_INDEX_ENTRY_BYTES;
         let mut entries = Vec::with_capacity(count);
         for chunk in raw.chunks_exact(OFFSET_INDEX_ENTRY_BYTES) {
             let rel = i32::from_be_bytes(chunk[0..4].try_into().expect("4 bytes"));
@@ -96,6 +103,7 @@ impl OffsetIndex {
             entries,
             written: count,
             max_entries,
+            mapped: None,
         })
     }
 
@@ -186,9 +194,16 @@ impl OffsetIndex {
         };
         self.entries.truncate(keep);
         if self.written > keep {
+            match &mut self.mapped {
+                Some(m) => m.zero(
+                    keep * OFFSET_INDEX_ENTRY_BYTES,
+                    self.written * OFFSET_INDEX_ENTRY_BYTES,
+                ),
+                None => self
+                    .file
+                    .set_len((keep * OFFSET_INDEX_ENTRY_BYTES) as u64)?,
+            }
             self.written = keep;
-            self.file
-                .set_len((keep * OFFSET_INDEX_ENTRY_BYTES) as u64)?;
         }
         Ok(())
     }
@@ -204,15 +219,58 @@ impl OffsetIndex {
             return Ok(());
         }
         let pending = &self.entries[self.written..];
+        if let Some(m) = &mut self.mapped {
+            for (n, &(rel, pos)) in pending.iter().enumerate() {
+                m.write(
+                    (self.written + n) * OFFSET_INDEX_ENTRY_BYTES,
+                    &encode_entry(rel, pos),
+                );
+            }
+            self.written = self.entries.len();
+            return Ok(());
+        }
         let mut raw = Vec::with_capacity(pending.len() * OFFSET_INDEX_ENTRY_BYTES);
         for &(rel, pos) in pending {
-            raw.extend_from_slice(&(rel as i32).to_be_bytes());
-            raw.extend_from_slice(&(pos as i32).to_be_bytes());
+            raw.extend_from_slice(&encode_entry(rel, pos));
         }
         self.file
             .write_all_at(&raw, (self.written * OFFSET_INDEX_ENTRY_BYTES) as u64)?;
         self.written = self.entries.len();
         Ok(())
+    }
+
+    /// The segment became active: preallocate the file to the index's
+    /// capacity and write entries through a mapping from now on.
+    pub fn map_for_appends(&mut self) -> io::Result<()> {
+        if self.mapped.is_some() {
+            return Ok(());
+        }
+        self.flush_pending()?;
+        self.mapped = Some(IndexMmap::map(
+            self.file.file(),
+            preallocated_bytes(self.max_entries),
+        )?);
+        Ok(())
+    }
+
+    /// The segment became inactive: pending entries written, the mapping
+    /// dropped and the file trimmed to exactly its entries.
+    pub fn unmap_and_trim(&mut self) -> io::Result<()> {
+        let was_mapped = self.mapped.take().is_some();
+        self.flush_pending()?;
+        if was_mapped {
+            self.file
+                .set_len((self.written * OFFSET_INDEX_ENTRY_BYTES) as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Copies new entries into the mapping while the segment is active.
+    pub fn write_through(&mut self) {
+        if self.mapped.is_some() {
+            self.flush_pending()
+                .expect("writing through the mapping does no I/O");
+        }
     }
 
     /// Pending entries to the file, then fsync.
@@ -224,6 +282,19 @@ impl OffsetIndex {
     pub fn file(&self) -> &DiskFile {
         &self.file
     }
+}
+
+/// Kafka's entry layout: relative offset i32 BE, position i32 BE.
+fn encode_entry(rel: u32, pos: u32) -> [u8; OFFSET_INDEX_ENTRY_BYTES] {
+    let mut raw = [0u8; OFFSET_INDEX_ENTRY_BYTES];
+    raw[..4].copy_from_slice(&(rel as i32).to_be_bytes());
+    raw[4..].copy_from_slice(&(pos as i32).to_be_bytes());
+    raw
+}
+
+/// The file's length while its segment is active (the mapping's size).
+fn preallocated_bytes(max_entries: usize) -> usize {
+    max_entries * OFFSET_INDEX_ENTRY_BYTES
 }
 
 fn max_entries(max_index_size_bytes: u32) -> usize {

@@ -442,6 +442,8 @@ impl LogSegment {
             self.size_bytes + len_bytes as u64,
             "the batches cover the appended bytes"
         );
+        self.offset_index.write_through();
+        self.time_index.write_through();
         self.size_bytes = position;
         self.next_offset = info.last_offset + 1;
         self.dirty = true;
@@ -699,6 +701,14 @@ impl LogSegment {
         Ok(())
     }
 
+    /// The segment became the log's active one: its indexes are written
+    /// through a mapping of their preallocated files from now on, as Kafka's
+    /// are, so the files on disk stay current between flushes.
+    pub fn on_become_active(&mut self) -> io::Result<()> {
+        self.offset_index.map_for_appends()?;
+        self.time_index.map_for_appends()
+    }
+
     /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes
     /// written out exactly, a preallocated log trimmed to its data.
     pub fn on_become_inactive(&mut self) -> io::Result<()> {
@@ -709,8 +719,8 @@ impl LogSegment {
                 true,
             );
         }
-        self.offset_index.flush_pending()?;
-        self.time_index.flush_pending()?;
+        self.offset_index.unmap_and_trim()?;
+        self.time_index.unmap_and_trim()?;
         if self.log.file_len()? != self.size_bytes {
             self.set_log_len(self.size_bytes)?;
         }

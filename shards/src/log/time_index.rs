@@ -7,6 +7,7 @@
 use std::io;
 
 use super::batch::NO_TIMESTAMP;
+use super::index_mmap::{self, IndexMmap};
 use super::segment::DiskFile;
 
 pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
@@ -24,6 +25,8 @@ pub struct TimeIndex {
     entries: Vec<(i64, u32)>,
     written: usize,
     max_entries: usize,
+    /// While the segment is active: the file mapped at its capacity.
+    mapped: Option<IndexMmap>,
 }
 
 fn corrupt(msg: String) -> io::Error {
@@ -39,6 +42,7 @@ impl TimeIndex {
             entries: Vec::new(),
             written: 0,
             max_entries: max_entries(max_index_size_bytes),
+            mapped: None,
         })
     }
 
@@ -51,15 +55,18 @@ impl TimeIndex {
                 "time index size {len} is not a multiple of 12"
             )));
         }
-        let count = (len / TIME_INDEX_ENTRY_BYTES as u64) as usize;
         // One extra: the entry written on roll skips the full check.
-        if count > max_entries + 1 {
+        if len / TIME_INDEX_ENTRY_BYTES as u64 > max_entries as u64 + 1 {
             return Err(corrupt(format!(
-                "time index has {count} entries, max {max_entries}"
+                "time index of {len} bytes holds more than {max_entries} entries"
             )));
         }
-        let mut raw = vec![0u8; count * TIME_INDEX_ENTRY_BYTES];
-        file.read_exact_at(&mut raw, 0)?;
+        let raw = index_mmap::read_entries(
+            &file,
+            TIME_INDEX_ENTRY_BYTES,
+            preallocated_bytes(max_entries),
+        )?;
+        let count = raw.len() / TIME_INDEX_ENTRY_BYTES;
         let mut entries: Vec<(i64, u32)> = Vec::with_capacity(count);
         for chunk in raw.chunks_exact(TIME_INDEX_ENTRY_BYTES) {
             let ts = i64::from_be_bytes(chunk[0..8].try_into().expect("8 bytes"));
@@ -84,6 +91,7 @@ impl TimeIndex {
             entries,
             written: count,
             max_entries,
+            mapped: None,
         })
     }
 
@@ -158,8 +166,14 @@ impl TimeIndex {
         };
         self.entries.truncate(keep);
         if self.written > keep {
+            match &mut self.mapped {
+                Some(m) => m.zero(
+                    keep * TIME_INDEX_ENTRY_BYTES,
+                    self.written * TIME_INDEX_ENTRY_BYTES,
+                ),
+                None => self.file.set_len((keep * TIME_INDEX_ENTRY_BYTES) as u64)?,
+            }
             self.written = keep;
-            self.file.set_len((keep * TIME_INDEX_ENTRY_BYTES) as u64)?;
         }
         Ok(())
     }
@@ -173,15 +187,58 @@ impl TimeIndex {
             return Ok(());
         }
         let pending = &self.entries[self.written..];
+        if let Some(m) = &mut self.mapped {
+            for (n, &(ts, rel)) in pending.iter().enumerate() {
+                m.write(
+                    (self.written + n) * TIME_INDEX_ENTRY_BYTES,
+                    &encode_entry(ts, rel),
+                );
+            }
+            self.written = self.entries.len();
+            return Ok(());
+        }
         let mut raw = Vec::with_capacity(pending.len() * TIME_INDEX_ENTRY_BYTES);
         for &(ts, rel) in pending {
-            raw.extend_from_slice(&ts.to_be_bytes());
-            raw.extend_from_slice(&(rel as i32).to_be_bytes());
+            raw.extend_from_slice(&encode_entry(ts, rel));
         }
         self.file
             .write_all_at(&raw, (self.written * TIME_INDEX_ENTRY_BYTES) as u64)?;
         self.written = self.entries.len();
         Ok(())
+    }
+
+    /// The segment became active: preallocate the file to the index's
+    /// capacity and write entries through a mapping from now on.
+    pub fn map_for_appends(&mut self) -> io::Result<()> {
+        if self.mapped.is_some() {
+            return Ok(());
+        }
+        self.flush_pending()?;
+        self.mapped = Some(IndexMmap::map(
+            self.file.file(),
+            preallocated_bytes(self.max_entries),
+        )?);
+        Ok(())
+    }
+
+    /// The segment became inactive: pending entries written, the mapping
+    /// dropped and the file trimmed to exactly its entries.
+    pub fn unmap_and_trim(&mut self) -> io::Result<()> {
+        let was_mapped = self.mapped.take().is_some();
+        self.flush_pending()?;
+        if was_mapped {
+            self.file
+                .set_len((self.written * TIME_INDEX_ENTRY_BYTES) as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Copies new entries into the mapping while the segment is active.
+    pub fn write_through(&mut self) {
+        if self.mapped.is_some() {
+            self.flush_pending()
+                .expect("writing through the mapping does no I/O");
+        }
     }
 
     pub fn sync(&mut self) -> io::Result<()> {
@@ -192,6 +249,19 @@ impl TimeIndex {
     pub fn file(&self) -> &DiskFile {
         &self.file
     }
+}
+
+/// Kafka's entry layout: timestamp i64 BE, relative offset i32 BE.
+fn encode_entry(ts: i64, rel: u32) -> [u8; TIME_INDEX_ENTRY_BYTES] {
+    let mut raw = [0u8; TIME_INDEX_ENTRY_BYTES];
+    raw[..8].copy_from_slice(&ts.to_be_bytes());
+    raw[8..].copy_from_slice(&(rel as i32).to_be_bytes());
+    raw
+}
+
+/// The file's length while its segment is active (the mapping's size).
+fn preallocated_bytes(max_entries: usize) -> usize {
+    (max_entries + 1) * TIME_INDEX_ENTRY_BYTES
 }
 
 fn max_entries(max_index_size_bytes: u32) -> usize {
