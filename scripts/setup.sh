@@ -15,7 +15,18 @@ if ! command -v kcat >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null
 fi
 
-for tool in java mvn cargo python3; do
+# Go builds franz-go's test binary: the toolchain in /usr/local/go if it is
+# not on PATH, else Debian's.
+if ! command -v go >/dev/null 2>&1; then
+  if [[ -x /usr/local/go/bin/go ]]; then
+    export PATH="$PATH:/usr/local/go/bin"
+  else
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq golang-go >/dev/null
+  fi
+fi
+
+for tool in java mvn cargo python3 go; do
   command -v "$tool" >/dev/null || { echo "setup: $tool is required" >&2; exit 1; }
 done
 
@@ -38,5 +49,22 @@ for v in $JAVA_CLIENT_VERSIONS; do
   mvn -B -q -o -f tests/compat/java/pom.xml -Dkafka.version="$v" compile dependency:copy-dependencies 2>/dev/null ||
     mvn -B -q -f tests/compat/java/pom.xml -Dkafka.version="$v" compile dependency:copy-dependencies
 done
+
+# franz-go's own pkg/kgo integration tests, compiled once into a test binary
+# (tests/compat/test_franz_go.py runs it against the broker under test). The
+# module source is copied out of Go's read-only module cache because some
+# tests read the package's own source files.
+FRANZ_GO_VERSION="${FRANZ_GO_VERSION:-1.22.3}"
+franz_dir="$HOME/.cache/kshard/franz-go-$FRANZ_GO_VERSION"
+if [[ ! -x "$franz_dir/kgo.test" ]]; then
+  mod_dir="$(GOFLAGS=-mod=mod go mod download -json "github.com/twmb/franz-go@v$FRANZ_GO_VERSION" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  rm -rf "$franz_dir.tmp"
+  cp -r "$mod_dir" "$franz_dir.tmp"
+  chmod -R u+w "$franz_dir.tmp"
+  (cd "$franz_dir.tmp/pkg/kgo" && GOFLAGS=-mod=mod go test -c -o ../../kgo.test .)
+  rm -rf "$franz_dir"
+  mv "$franz_dir.tmp" "$franz_dir"
+fi
 
 cargo build --release --bins
