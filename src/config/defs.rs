@@ -179,16 +179,38 @@ pub fn topic_def(name: &str) -> Option<&'static ConfigDef> {
 }
 
 /// Parses and validates `raw` against `def`, returning the value as Kafka
-/// prints it (trimmed, booleans lower-case, lists joined by ","), or the
-/// reason (Kafka's ConfigException wording after "Invalid value X for
-/// configuration K:").
-pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, String> {
+/// prints it (trimmed, booleans lower-case, lists joined by ","), or
+/// Kafka's ConfigException (a list names the offending item, as ValidList
+/// does).
+pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, super::ConfigError> {
+    normalize(def, raw).map_err(|invalid| {
+        super::ConfigError::new(def.name, invalid.value.unwrap_or(raw), invalid.reason)
+    })
+}
+
+/// Why a value is invalid; `value` when the offending part is not the
+/// whole value (one item of a list).
+struct Invalid<'a> {
+    value: Option<&'a str>,
+    reason: String,
+}
+
+impl From<String> for Invalid<'_> {
+    fn from(reason: String) -> Self {
+        Invalid {
+            value: None,
+            reason,
+        }
+    }
+}
+
+fn normalize<'a>(def: &ConfigDef, raw: &'a str) -> Result<String, Invalid<'a>> {
     let value = raw.trim();
     let normalized = match def.config_type {
         T::Boolean => match value.to_ascii_lowercase().as_str() {
             "true" => "true".to_string(),
             "false" => "false".to_string(),
-            _ => return Err("Expected value to be either true or false".to_string()),
+            _ => return Err("Expected value to be either true or false".to_string().into()),
         },
         T::Int | T::Short | T::Long => {
             let parsed: i64 = value
@@ -200,7 +222,7 @@ pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, String> {
                 _ => (i64::MIN, i64::MAX),
             };
             if parsed < lo || parsed > hi {
-                return Err(integer_expectation(def.config_type));
+                return Err(integer_expectation(def.config_type).into());
             }
             check_integer(def.validator, parsed)?;
             parsed.to_string()
@@ -210,11 +232,11 @@ pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, String> {
                 "Expected value to be a double, but it was a java.lang.String".to_string()
             })?;
             if !parsed.is_finite() {
-                return Err("Expected value to be a finite double".to_string());
+                return Err("Expected value to be a finite double".to_string().into());
             }
             if let V::DoubleBetween(lo, hi) = def.validator {
                 if parsed < lo || parsed > hi {
-                    return Err(format!("Value must be between {lo:?} and {hi:?}"));
+                    return Err(format!("Value must be between {lo:?} and {hi:?}").into());
                 }
             }
             java_double(parsed)
@@ -228,11 +250,10 @@ pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, String> {
             if let V::ListOf(allowed) = def.validator {
                 for item in &items {
                     if !allowed.contains(item) {
-                        return Err(format!(
-                            "Invalid value {item} for configuration {}: String must be one of: {}",
-                            def.name,
-                            allowed.join(", ")
-                        ));
+                        return Err(Invalid {
+                            value: Some(item),
+                            reason: format!("String must be one of: {}", allowed.join(", ")),
+                        });
                     }
                 }
             }
@@ -241,7 +262,7 @@ pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, String> {
         T::String | T::Class | T::Password | T::Unknown => {
             if let V::OneOf(allowed) = def.validator {
                 if !allowed.contains(&value) {
-                    return Err(format!("String must be one of: {}", allowed.join(", ")));
+                    return Err(format!("String must be one of: {}", allowed.join(", ")).into());
                 }
             }
             value.to_string()
@@ -267,15 +288,7 @@ pub fn java_double(value: f64) -> String {
 }
 
 fn integer_expectation(config_type: ConfigType) -> String {
-    let what = match config_type {
-        T::Short => "a 16-bit integer (short)",
-        T::Int => "a 32-bit integer",
-        _ => "a 64-bit integer (long)",
-    };
-    format!(
-        "Not a number of type {}: expected {what}",
-        type_name(config_type)
-    )
+    format!("Not a number of type {}", type_name(config_type))
 }
 
 fn check_integer(validator: Validator, value: i64) -> Result<(), String> {
@@ -493,8 +506,17 @@ mod tests {
     fn validation_messages() {
         let seg = topic_def("segment.bytes").unwrap();
         assert_eq!(
-            normalize_value(seg, "13").unwrap_err(),
+            normalize_value(seg, "13").unwrap_err().message,
             "Value must be at least 14"
+        );
+        assert_eq!(
+            normalize_value(seg, "x").unwrap_err().to_string(),
+            "Invalid value x for configuration segment.bytes: Not a number of type INT"
+        );
+        let policy = topic_def("cleanup.policy").unwrap();
+        assert_eq!(
+            normalize_value(policy, "delete,bogus").unwrap_err().to_string(),
+            "Invalid value bogus for configuration cleanup.policy: String must be one of: compact, delete"
         );
         assert_eq!(normalize_value(seg, " 14 ").unwrap(), "14");
         assert!(normalize_value(seg, "3000000000").is_err());

@@ -25,12 +25,15 @@ pub use listeners::{canonical_hostname, parse_listeners, Endpoint};
 pub use topic::{topic_config_entries, TopicConfig};
 
 /// An invalid configuration value; Display names the key, like Kafka's
-/// "Invalid value X for configuration K: reason".
+/// ConfigException: "Invalid value X for configuration K: reason".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub key: String,
     pub value: String,
     pub message: String,
+    /// False for errors Kafka raises as InvalidConfigurationException
+    /// (an unknown key), whose text is the message alone.
+    pub names_value: bool,
 }
 
 impl ConfigError {
@@ -39,12 +42,24 @@ impl ConfigError {
             key: key.to_string(),
             value: value.to_string(),
             message: message.into(),
+            names_value: true,
+        }
+    }
+
+    /// A key Kafka does not know for this resource.
+    pub fn unknown_key(key: &str, value: &str, message: impl Into<String>) -> Self {
+        ConfigError {
+            names_value: false,
+            ..ConfigError::new(key, value, message)
         }
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.names_value {
+            return f.write_str(&self.message);
+        }
         write!(
             f,
             "Invalid value {} for configuration {}: {}",
@@ -313,8 +328,7 @@ impl BrokerConfig {
         for (key, value) in map {
             match defs::broker_def(key) {
                 Some(def) => {
-                    let shown = defs::normalize_value(def, value)
-                        .map_err(|m| ConfigError::new(key, value, m))?;
+                    let shown = defs::normalize_value(def, value)?;
                     normalized.insert(def.name, shown);
                 }
                 None => unknown_keys.push(key.clone()),

@@ -171,14 +171,13 @@ pub fn validate_overrides(
     let mut out = BTreeMap::new();
     for (key, value) in overrides {
         let Some(def) = defs::topic_def(key) else {
-            return Err(ConfigError::new(
+            return Err(ConfigError::unknown_key(
                 key,
                 value,
                 format!("Unknown topic config name: {key}"),
             ));
         };
-        let shown =
-            defs::normalize_value(def, value).map_err(|m| ConfigError::new(key, value, m))?;
+        let shown = defs::normalize_value(def, value)?;
         if key == "remote.storage.enable" && shown == "true" {
             return Err(ConfigError::new(
                 key,

@@ -114,24 +114,25 @@ pub fn random_uuid() -> [u8; 16] {
 
 // ---------------------------------------------------------------- names
 
-/// Kafka's Topic.validate.
+/// Kafka's Topic.validate, with its messages.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    let invalid = |why: String| Err(format!("Topic name is invalid: {why}"));
     if name.is_empty() {
-        return Err("Topic name is illegal, it can't be empty".to_string());
+        return invalid("the empty string is not allowed".to_string());
     }
     if name == "." || name == ".." {
-        return Err("Topic name cannot be \".\" or \"..\"".to_string());
+        return invalid(format!("'{name}' is not allowed"));
     }
     if name.len() > 249 {
-        return Err(format!(
-            "Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+        return invalid(format!(
+            "the length of '{name}' is longer than the max allowed length 249"
         ));
     }
     if !name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
     {
-        return Err(format!("Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"));
+        return invalid(format!("'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"));
     }
     Ok(())
 }

@@ -43,7 +43,7 @@ fn topic_names() {
     assert!(validate_topic_name("orders-v1.eu_west").is_ok());
     assert_eq!(
         validate_topic_name("").unwrap_err(),
-        "Topic name is illegal, it can't be empty"
+        "Topic name is invalid: the empty string is not allowed"
     );
     assert!(validate_topic_name(".").is_err());
     assert!(validate_topic_name("..").is_err());
