@@ -197,10 +197,11 @@ impl ShardContext {
         assert!(controller.is_none() || shard_id == CONTROLLER_SHARD);
         assert!(cluster.is_none() || controller.is_none());
         let coordinator = (shard_id == CONTROLLER_SHARD).then(|| {
-            RefCell::new(GroupCoordinator::new(
-                CoordinatorConfig::from_broker(&config),
-                now_ms as i64,
-            ))
+            let mut c =
+                GroupCoordinator::new(CoordinatorConfig::from_broker(&config), now_ms as i64);
+            // Cluster mode has no group coordinator yet (issue 15).
+            c.coordinating = cluster.is_none();
+            RefCell::new(c)
         });
         let replica_fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
             shard_id,

@@ -107,6 +107,11 @@ pub struct GroupCoordinator {
     fired: TimerSink,
     /// True until `__consumer_offsets` has been replayed.
     pub loading: bool,
+    /// False when this broker coordinates no group (cluster mode, until the
+    /// coordinator follows `__consumer_offsets` leadership): group requests
+    /// get NOT_COORDINATOR and ListGroups an empty list, as from a Kafka
+    /// broker that leads no `__consumer_offsets` partition.
+    pub coordinating: bool,
 }
 
 /// Kafka's isValidGroupId: empty ids are allowed only for offset and admin APIs.
@@ -122,6 +127,7 @@ impl GroupCoordinator {
             timers: Purgatory::new("group", 1, 512, now_ms.max(0) as u64),
             fired: RefCell::new(Vec::new()),
             loading: true,
+            coordinating: true,
         }
     }
 
@@ -129,6 +135,8 @@ impl GroupCoordinator {
     pub fn validate_group_status(&self, group_id: &str, allow_empty: bool) -> Option<i16> {
         if invalid_group_id(group_id, allow_empty) {
             Some(errors::INVALID_GROUP_ID)
+        } else if !self.coordinating {
+            Some(errors::NOT_COORDINATOR)
         } else if self.loading {
             Some(errors::COORDINATOR_LOAD_IN_PROGRESS)
         } else {

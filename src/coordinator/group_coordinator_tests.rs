@@ -485,3 +485,57 @@ fn offset_delete_respects_subscriptions() {
     let r = c.commit_offsets(&mut log, "g", 1, &j.member_id, None, -1, &parts[..1], 5);
     assert_eq!(r, vec![errors::NOT_COORDINATOR]);
 }
+
+#[test]
+fn not_coordinating_answers_not_coordinator() {
+    // Cluster mode before the coordinator follows __consumer_offsets
+    // leadership: loading never ends, yet clients must look elsewhere.
+    let mut c = GroupCoordinator::new(config(0), 0);
+    c.coordinating = false;
+    let mut log = MemLog::default();
+    let r = ready(c.join_group(&mut log, join("", &["range"]), 1)).unwrap();
+    assert_eq!(r.error, errors::NOT_COORDINATOR);
+    assert_eq!(
+        c.heartbeat(&mut log, "g", 1, "m", None, 1),
+        errors::NOT_COORDINATOR
+    );
+    assert_eq!(c.list_groups(&[]), (errors::NONE, Vec::new()));
+    assert_eq!(c.describe_group("g").0, errors::NOT_COORDINATOR);
+    assert_eq!(
+        c.delete_groups(&mut log, &["g".to_string()], 1),
+        vec![errors::NOT_COORDINATOR]
+    );
+    assert!(log.batches.is_empty());
+}
+
+#[test]
+fn timers_fire_at_their_millisecond() {
+    // A member's session ends exactly session_timeout_ms after its last
+    // heartbeat: still there 1 ms before, gone at the deadline.
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, rx) = join_new(&mut c, &mut log, 1);
+    let j = ready(rx).unwrap();
+    let s = c.sync_group(
+        &mut log,
+        "g",
+        j.generation_id,
+        &m1,
+        None,
+        None,
+        None,
+        vec![],
+        2,
+    );
+    assert_eq!(ready(s).unwrap().error, errors::NONE);
+    assert_eq!(
+        c.heartbeat(&mut log, "g", j.generation_id, &m1, None, 1_000),
+        0
+    );
+    c.tick(&mut log, 10_999);
+    assert!(c.groups["g"].has(&m1));
+    assert_eq!(c.next_timer_ms(), Some(11_000));
+    c.tick(&mut log, 11_000);
+    assert!(c.groups["g"].members.is_empty());
+    assert!(c.groups["g"].is(GroupState::Empty));
+}

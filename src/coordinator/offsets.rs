@@ -213,6 +213,9 @@ impl GroupCoordinator {
     /// ListGroups: (group id, protocol type, state) matching the states
     /// filter (empty: all).
     pub fn list_groups(&self, states: &[String]) -> (i16, Vec<(String, String, &'static str)>) {
+        if !self.coordinating {
+            return (errors::NONE, Vec::new());
+        }
         if self.loading {
             return (errors::COORDINATOR_LOAD_IN_PROGRESS, Vec::new());
         }

@@ -20,7 +20,9 @@ use crate::shard_context::{now_ms, ShardContext, CONTROLLER_SHARD};
 /// Largest decompressed batch accepted while replaying.
 const MAX_REPLAY_BATCH_BYTES: usize = 64 << 20;
 const READ_CHUNK_BYTES: u32 = 4 << 20;
-const TICK_MS: u64 = 10;
+/// Longest sleep of the ticker: it wakes at the next timer bucket, or after
+/// this long to notice timers armed meanwhile and shutdown.
+const TICK_MAX_MS: u64 = 10;
 
 pub struct LocalOffsetsLog<'a> {
     ctx: &'a ShardContext,
@@ -65,6 +67,12 @@ pub fn with_coordinator<R>(
     let now = now_ms() as i64;
     let mut log = LocalOffsetsLog { ctx, now_ms: now };
     let mut c = cell.borrow_mut();
+    // Timers due by the request's arrival fire first (a session that
+    // expired 1 ms ago is gone for this request), as Kafka's timer thread
+    // runs them on time rather than at the next tick.
+    if !c.loading {
+        c.tick(&mut log, now);
+    }
     Ok(f(&mut c, &mut log, now))
 }
 
@@ -186,14 +194,21 @@ fn load(ctx: &ShardContext) {
 async fn run_ticker(ctx: Rc<ShardContext>) {
     let expiry_every_ms = ctx.config.offsets_retention_check_interval_ms.max(1);
     let mut last_expiry = now_ms() as i64;
+    let mut sleep_ms = TICK_MAX_MS;
     while !ctx.shutting_down.get() {
-        glommio::timer::sleep(Duration::from_millis(TICK_MS)).await;
-        let _ = with_coordinator(&ctx, |c, log, now| {
+        glommio::timer::sleep(Duration::from_millis(sleep_ms)).await;
+        let next = with_coordinator(&ctx, |c, log, now| {
             c.tick(log, now);
             if now - last_expiry >= expiry_every_ms {
                 last_expiry = now;
                 c.expire_offsets(log, now);
             }
+            c.next_timer_ms()
         });
+        let now = now_ms();
+        sleep_ms = match next {
+            Ok(Some(at)) => at.saturating_sub(now).clamp(1, TICK_MAX_MS),
+            _ => TICK_MAX_MS,
+        };
     }
 }

@@ -85,7 +85,13 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let mut response = FindCoordinatorResponse::default();
     if req.api_version >= BATCHED_VERSION {
         for key in &request.coordinator_keys {
-            let f = find(ctx, request.key_type, req.api_version);
+            let mut f = find(ctx, request.key_type, req.api_version);
+            // Kafka's batched answer leaves the message at its default, an
+            // empty string, error or not; kshard's own INVALID_REQUEST texts
+            // say what is missing.
+            if f.error != errors::INVALID_REQUEST {
+                f.message = Some(String::new());
+            }
             response.coordinators.push(
                 Coordinator::default()
                     .with_key(key.clone())
