@@ -8,6 +8,7 @@ pub mod cleaner;
 mod cleaner_filter;
 pub mod config;
 pub mod direct_write;
+pub mod legacy;
 pub mod log;
 pub mod offset_index;
 pub mod offset_map;
