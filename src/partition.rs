@@ -99,7 +99,7 @@ pub fn log_config_of(c: &TopicConfig, io_mode: IoMode) -> LogConfig {
     }
 }
 
-fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
+pub(crate) fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
     ValidationConfig {
         max_message_bytes: c.max_message_bytes.max(0) as usize,
         timestamp_type: if c.message_timestamp_type == "LogAppendTime" {

@@ -1,4 +1,4 @@
-//! Fetch response encoder (Fetch v4..v17) that leaves record bytes in the
+//! Fetch response encoder (Fetch v0..v17) that leaves record bytes in the
 //! segment files: the response is a list of chunks, in-memory header bytes
 //! interleaved with file ranges that the connection sends with sendfile(2).
 
@@ -89,7 +89,7 @@ pub fn encode_fetch_response(
     correlation_id: i32,
     data: FetchResponseData,
 ) -> Result<Response, String> {
-    if !(4..=17).contains(&version) {
+    if !(0..=17).contains(&version) {
         return Err(format!("Fetch v{version} responses are not encodable"));
     }
     let flexible = version >= 12;
@@ -101,7 +101,9 @@ pub fn encode_fetch_response(
     if flexible {
         put_uvarint(&mut buf, 0); // response header tagged fields
     }
-    buf.put_i32(data.throttle_time_ms);
+    if version >= 1 {
+        buf.put_i32(data.throttle_time_ms);
+    }
     if version >= 7 {
         buf.put_i16(data.error_code);
         buf.put_i32(data.session_id);
@@ -118,11 +120,15 @@ pub fn encode_fetch_response(
             buf.put_i32(p.partition);
             buf.put_i16(p.error_code);
             buf.put_i64(p.high_watermark);
-            buf.put_i64(p.last_stable_offset);
+            if version >= 4 {
+                buf.put_i64(p.last_stable_offset);
+            }
             if version >= 5 {
                 buf.put_i64(p.log_start_offset);
             }
             match &p.aborted_transactions {
+                // Fetch v0-v3 have no transactions.
+                _ if version < 4 => {}
                 None => {
                     if flexible {
                         put_uvarint(&mut buf, 0);
@@ -261,6 +267,7 @@ mod tests {
         assert!(encode_fetch_response(4, 1, data(vec![part(0), part(1)])).is_err());
         assert!(encode_fetch_response(4, 1, data(vec![part(0)])).is_err());
         assert!(encode_fetch_response(99, 1, data(vec![])).is_err());
+        assert!(encode_fetch_response(-1, 1, data(vec![])).is_err());
         assert!(encode_fetch_response(16, 1, data(vec![])).is_ok());
     }
 

@@ -1,0 +1,124 @@
+//! Message formats v0/v1 in the Produce and Fetch handlers: Produce v0-v2
+//! message sets are converted to a magic-2 batch before the append (Kafka's
+//! `LogValidator` conversion), and Fetch v0-v3 answers are down-converted
+//! from the stored magic-2 batches as `KafkaApis.maybeConvertFetchedData`
+//! does. The conversions themselves are in `kshard_shards::log::legacy`.
+//!
+//! Down-converted data cannot go by sendfile: each partition's read is
+//! copied into memory (bounded by the fetch's byte limits) and converted.
+
+use bytes::Bytes;
+use kshard_shards::log::legacy::down_convert::down_convert;
+use kshard_shards::log::legacy::up_convert::up_convert;
+use kshard_shards::log::{read_slice_bytes, FileSlice};
+
+use crate::metadata_cache::TopicInfo;
+use crate::partition::validation_config_of;
+use crate::protocol::errors;
+use crate::protocol::fetch_encoder::{FetchTopicData, RecordsData};
+use crate::replica_manager::FetchPartResult;
+use crate::shard_context::{now_ms, ShardContext};
+
+/// Kafka's UNSUPPORTED_COMPRESSION_TYPE.
+const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+
+/// A Produce v0-v2 partition's data as the append path takes it: a magic
+/// 0/1 message set becomes one magic-2 batch; magic-2 data is kept as
+/// sent. Err: Kafka's error code for the partition.
+pub fn produce_records(topic: &TopicInfo, partition: i32, records: &Bytes) -> Result<Bytes, i16> {
+    let cfg = validation_config_of(&topic.config);
+    let topic_partition = format!("{}-{partition}", topic.name);
+    match up_convert(records, &cfg, now_ms() as i64, &topic_partition) {
+        Ok(Some(batch)) => Ok(Bytes::from(batch)),
+        Ok(None) => Ok(records.clone()),
+        Err(e) => {
+            log::debug!("Produce to {topic_partition} refused: {e}");
+            Err(e.error_code())
+        }
+    }
+}
+
+/// What a Fetch v0-v3 partition answers in place of its magic-2 records.
+pub enum Converted {
+    /// No log config (unknown topic or partition): as read.
+    Unchanged,
+    Records(Bytes),
+    /// Kafka's `partitionResponse(tp, error)`: no offsets, no records.
+    Error(i16),
+}
+
+/// One partition read for Fetch v0-v3 (`to_magic` 0 for v0-v1, 1 for v2-v3).
+pub async fn down_convert_partition(
+    ctx: &ShardContext,
+    topic: &str,
+    partition: i32,
+    fetch_offset: i64,
+    result: &FetchPartResult,
+    to_magic: u8,
+) -> Converted {
+    let image = ctx.metadata.image();
+    let Some(info) = image.topic(topic) else {
+        return Converted::Unchanged;
+    };
+    if partition < 0 || partition as usize >= info.partitions.len() {
+        return Converted::Unchanged;
+    }
+    if info.config.compression_type == "zstd" {
+        return Converted::Error(UNSUPPORTED_COMPRESSION_TYPE);
+    }
+    if !info.config.message_downconversion_enable {
+        return Converted::Error(errors::UNSUPPORTED_VERSION);
+    }
+    let raw = match &result.slice {
+        None => Vec::new(),
+        Some(slice) => match slice_bytes(ctx, slice).await {
+            Ok(raw) => raw,
+            Err(e) => {
+                log::error!("Fetch of {topic}-{partition}: reading for down-conversion: {e}");
+                return Converted::Error(errors::NOT_LEADER_OR_FOLLOWER);
+            }
+        },
+    };
+    match down_convert(&raw, result.read_size as usize, to_magic, fetch_offset) {
+        Ok(converted) => Converted::Records(Bytes::from(converted)),
+        Err(_) => Converted::Error(UNSUPPORTED_COMPRESSION_TYPE),
+    }
+}
+
+/// A slice's bytes in memory: from the tail cache, the shard's read cache
+/// (direct mode) or the page cache.
+async fn slice_bytes(ctx: &ShardContext, slice: &FileSlice) -> std::io::Result<Vec<u8>> {
+    if slice.cached.is_some() || !slice.direct {
+        return read_slice_bytes(slice);
+    }
+    let mut out = Vec::with_capacity(slice.len as usize);
+    for pos in crate::server::sendfile::chunk_starts(slice) {
+        let data = ctx.read_cache.read_chunk(slice, pos).await?;
+        out.extend_from_slice(&data);
+    }
+    Ok(out)
+}
+
+/// Puts the converted records into the response, whose partitions are the
+/// request's in order (Fetch v0-v3 have no sessions).
+pub fn apply(topics: &mut [FetchTopicData], converted: Vec<Converted>) {
+    let partitions = topics.iter_mut().flat_map(|t| t.partitions.iter_mut());
+    for (p, c) in partitions.zip(converted) {
+        // Clients of Fetch v0-v5 may not know KAFKA_STORAGE_ERROR.
+        if p.error_code == errors::KAFKA_STORAGE_ERROR {
+            p.error_code = errors::NOT_LEADER_OR_FOLLOWER;
+        }
+        match c {
+            Converted::Unchanged => {}
+            Converted::Records(b) if b.is_empty() => p.records = RecordsData::Empty,
+            Converted::Records(b) => p.records = RecordsData::Bytes(b),
+            Converted::Error(code) => {
+                p.error_code = code;
+                p.high_watermark = -1;
+                p.last_stable_offset = -1;
+                p.log_start_offset = -1;
+                p.records = RecordsData::Empty;
+            }
+        }
+    }
+}
