@@ -415,6 +415,12 @@ impl Partition {
                 out.error_code = errors::KAFKA_STORAGE_ERROR;
             }
         }
+        // Kafka's createLogReadResult(e): a failed read reports no offsets.
+        if out.error_code != errors::NONE {
+            out.high_watermark = -1;
+            out.last_stable_offset = -1;
+            out.log_start_offset = -1;
+        }
         out
     }
 

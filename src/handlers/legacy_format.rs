@@ -10,6 +10,7 @@
 use bytes::Bytes;
 use kshard_shards::log::legacy::down_convert::down_convert;
 use kshard_shards::log::legacy::up_convert::up_convert;
+use kshard_shards::log::legacy::RECORD_OVERHEAD_V0;
 use kshard_shards::log::{read_slice_bytes, FileSlice};
 
 use crate::metadata_cache::TopicInfo;
@@ -36,6 +37,16 @@ pub fn produce_records(topic: &TopicInfo, partition: i32, records: &Bytes) -> Re
             Err(e.error_code())
         }
     }
+}
+
+/// Kafka's `ProduceRequest.validateRecords` for v3+: a first entry of magic
+/// 0 or 1 is INVALID_RECORD (an entry smaller than a v0 message is left to
+/// the batch checks, as Kafka's iterator fails on it first).
+pub fn records_error_v3(records: &[u8]) -> Option<i16> {
+    const MAGIC_AT: usize = 16;
+    let size = i32::from_be_bytes(records.get(8..12)?.try_into().ok()?);
+    let magic = *records.get(MAGIC_AT)?;
+    (size >= RECORD_OVERHEAD_V0 as i32 && magic < 2).then_some(errors::INVALID_RECORD)
 }
 
 /// What a Fetch v0-v3 partition answers in place of its magic-2 records.
@@ -117,7 +128,7 @@ pub fn apply(topics: &mut [FetchTopicData], converted: Vec<Converted>) {
                 p.high_watermark = -1;
                 p.last_stable_offset = -1;
                 p.log_start_offset = -1;
-                p.records = RecordsData::Empty;
+                p.records = RecordsData::Null;
             }
         }
     }

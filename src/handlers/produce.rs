@@ -107,7 +107,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 results[idx] = Some(failed(errors::CORRUPT_MESSAGE));
                 continue;
             };
-            // Produce v0-v2 may carry magic 0/1 message sets.
+            // Produce v0-v2 may carry magic 0/1 message sets, v3+ not.
             let records = match info {
                 Some(info) if req.api_version <= 2 => {
                     match legacy_format::produce_records(info, p.index, records) {
@@ -118,7 +118,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                         }
                     }
                 }
-                _ => records.clone(),
+                _ => match legacy_format::records_error_v3(records) {
+                    Some(code) => {
+                        results[idx] = Some(failed(code));
+                        continue;
+                    }
+                    None => records.clone(),
+                },
             };
             let owner = ctx.owner_of(name, p.index);
             by_shard.push(

@@ -9,6 +9,8 @@ use super::{Chunk, Response};
 use kshard_shards::log::FileSlice;
 
 pub enum RecordsData {
+    /// Null records (Kafka's answer for a partition it cannot down-convert).
+    Null,
     Empty,
     File(FileSlice),
     Bytes(Bytes),
@@ -17,7 +19,7 @@ pub enum RecordsData {
 impl RecordsData {
     pub fn len(&self) -> usize {
         match self {
-            RecordsData::Empty => 0,
+            RecordsData::Null | RecordsData::Empty => 0,
             RecordsData::File(f) => f.len as usize,
             RecordsData::Bytes(b) => b.len(),
         }
@@ -154,13 +156,14 @@ pub fn encode_fetch_response(
             if len > i32::MAX as usize {
                 return Err(format!("Fetch records of {len} bytes pass i32::MAX"));
             }
-            if flexible {
-                put_uvarint(&mut buf, len as u64 + 1);
-            } else {
-                buf.put_i32(len as i32);
+            match (&p.records, flexible) {
+                (RecordsData::Null, true) => put_uvarint(&mut buf, 0),
+                (RecordsData::Null, false) => buf.put_i32(-1),
+                (_, true) => put_uvarint(&mut buf, len as u64 + 1),
+                (_, false) => buf.put_i32(len as i32),
             }
             match p.records {
-                RecordsData::Empty => {}
+                RecordsData::Null | RecordsData::Empty => {}
                 RecordsData::Bytes(b) => buf.put_slice(&b),
                 RecordsData::File(slice) => {
                     chunks.push(Chunk::Bytes(buf.split().freeze()));
