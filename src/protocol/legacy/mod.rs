@@ -17,6 +17,8 @@
 //! before anything is allocated, and no input panics.
 
 mod produce_fetch;
+#[cfg(test)]
+mod produce_fetch_tests;
 mod requests;
 mod responses;
 #[cfg(test)]
