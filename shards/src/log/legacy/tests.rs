@@ -3,7 +3,7 @@ use super::up_convert::up_convert;
 use super::*;
 use crate::log::batch::{BatchHeader, TimestampType};
 use crate::log::records::{compress, decompress, BatchBuilder, RecordIter};
-use crate::log::validate::{ValidationConfig, ValidationError};
+use crate::log::validate::ValidationConfig;
 
 fn message(offset: i64, magic: u8, ts: i64, key: Option<&[u8]>, value: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -32,8 +32,11 @@ fn wrapper(magic: u8, codec: Compression, inner: &[u8], last_offset: i64) -> Vec
     out
 }
 
-/// (offset delta, timestamp, key, value) of a converted v2 batch.
-fn v2_records(batch: &[u8]) -> Vec<(i32, i64, Option<Vec<u8>>, Option<Vec<u8>>)> {
+/// (offset delta, timestamp, key, value) of one record.
+type V2Record = (i32, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The records of a converted v2 batch.
+fn v2_records(batch: &[u8]) -> Vec<V2Record> {
     let h = BatchHeader::parse(batch).unwrap();
     crate::log::batch::verify_crc(batch).unwrap();
     let mut plain = Vec::new();
