@@ -96,7 +96,10 @@ fn decodes_fetch_v0_to_v3() {
         assert_eq!(req.isolation_level, 0);
         let p = &req.topics[0].partitions[0];
         assert_eq!(req.topics[0].topic.0.as_str(), "foo");
-        assert_eq!((p.partition, p.fetch_offset, p.partition_max_bytes), (2, 41, 65536));
+        assert_eq!(
+            (p.partition, p.fetch_offset, p.partition_max_bytes),
+            (2, 41, 65536)
+        );
         assert_eq!(p.current_leader_epoch, -1);
     }
 }
@@ -138,7 +141,11 @@ fn encodes_fetch_v0_to_v3_responses() {
         }
         // Size prefix and correlation id, then the body.
         assert_eq!(frame[4..8], 9i32.to_be_bytes());
-        assert_eq!(frame[8..], golden("fetch_response", version)[..], "v{version}");
+        assert_eq!(
+            frame[8..],
+            golden("fetch_response", version)[..],
+            "v{version}"
+        );
     }
 }
 
@@ -157,8 +164,12 @@ fn truncated_requests_fail_cleanly() {
     }
     // Counts and lengths past the bytes left are refused before allocating.
     let hostile = [0xffu8, 0xff, 0, 0, 0x75, 0x30, 0x7f, 0xff, 0xff, 0xff];
-    assert!(decode_request(ApiKey::Produce, 1, &hostile).unwrap().is_err());
+    assert!(decode_request(ApiKey::Produce, 1, &hostile)
+        .unwrap()
+        .is_err());
     let mut records_too_long = golden("produce_request", 0);
     records_too_long[23..27].copy_from_slice(&i32::MAX.to_be_bytes());
-    assert!(decode_request(ApiKey::Produce, 0, &records_too_long).unwrap().is_err());
+    assert!(decode_request(ApiKey::Produce, 0, &records_too_long)
+        .unwrap()
+        .is_err());
 }
