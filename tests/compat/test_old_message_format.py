@@ -24,7 +24,8 @@ from confluent_kafka.admin import NewTopic
 
 import compat_util as cu
 from compat_util import i8, i16, i32, i64, string
-from test_confluent import admin, create_topics
+from conftest import TARGET
+from test_confluent import admin
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -40,8 +41,15 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 TS = 1_700_000_000_000
 
 
-@pytest.fixture(scope="module")
-def b(broker_module_factory):
+# kshard runs the module in both log.io.modes (direct mode reads through its
+# tail and read caches) with several shards.
+IO_MODES = ["buffered", "direct"] if TARGET == "kshard" else ["kafka"]
+
+
+@pytest.fixture(scope="module", params=IO_MODES)
+def b(request, broker_module_factory):
+    if TARGET == "kshard":
+        return broker_module_factory({"num.shards": "4", "log.io.mode": request.param})
     return broker_module_factory()
 
 
