@@ -460,6 +460,21 @@ def test_fetch_old_errors(b):
     assert fetch_old(b, 2, topic, 0, 10, 1 << 20) == (OFFSET_OUT_OF_RANGE, -1, b"")
 
 
+def test_fetch_old_log_append_time(b):
+    topic = new_topic(b, {"message.timestamp.type": "LogAppendTime"})
+    got = produce_old(b, 2, topic, 0, message_set(1, "gzip", [(b"a", b"1"), (b"b", b"2")]))
+    log_append_time = got[0][3]
+    assert got[0][1] == NONE and log_append_time > TS
+    # Magic 1 keeps the type (attribute bit 3) and the broker's time.
+    msgs, _ = parse_messages(fetch_old(b, 2, topic, 0, 0, 1 << 20)[2])
+    assert [(o, a & 0x08, t, v) for o, _, a, t, _, v in msgs] == [
+        (0, 0x08, log_append_time, b"1"),
+        (1, 0x08, log_append_time, b"2"),
+    ]
+    msgs, _ = parse_messages(fetch_old(b, 0, topic, 0, 0, 1 << 20)[2])
+    assert [(o, a & 0x08, t) for o, _, a, t, _, _ in msgs] == [(0, 0, -1), (1, 0, -1)]
+
+
 def test_fetch_old_downconversion_disabled(b):
     topic = new_topic(b, {"message.downconversion.enable": "false"})
     assert produce_old(b, 2, topic, 0, message(0, 1, b"k", b"v", ts=TS))[0][1] == NONE
