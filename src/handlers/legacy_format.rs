@@ -133,3 +133,58 @@ pub fn apply(topics: &mut [FetchTopicData], converted: Vec<Converted>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::fetch_encoder::FetchPartitionData;
+    use kshard_shards::log::legacy::write_message;
+    use kshard_shards::log::records::BatchBuilder;
+    use uuid::Uuid;
+
+    #[test]
+    fn produce_v3_refuses_magic_0_and_1_only() {
+        for magic in [0u8, 1] {
+            let mut m = Vec::new();
+            write_message(&mut m, 0, magic, 0, 5, Some(b"k"), Some(b"v"));
+            assert_eq!(records_error_v3(&m), Some(errors::INVALID_RECORD));
+            // Even cut short: Kafka finds no magic-2 batch either.
+            assert_eq!(records_error_v3(&m[..20]), Some(errors::INVALID_RECORD));
+        }
+        let batch = BatchBuilder::new(0).add(1, None, Some(b"v"), &[]).build();
+        assert_eq!(records_error_v3(&batch), None);
+        assert_eq!(records_error_v3(&[]), None);
+        assert_eq!(records_error_v3(&[0; 16]), None);
+    }
+
+    #[test]
+    fn conversion_errors_clear_the_partition() {
+        let part = |partition, error_code| FetchPartitionData {
+            partition,
+            error_code,
+            high_watermark: 7,
+            last_stable_offset: 7,
+            log_start_offset: 0,
+            diverging_epoch: None,
+            current_leader: None,
+            aborted_transactions: None,
+            records: RecordsData::Empty,
+        };
+        let mut topics = vec![FetchTopicData {
+            name: "t".into(),
+            topic_id: Uuid::nil(),
+            partitions: vec![part(0, 0), part(1, 0), part(2, errors::KAFKA_STORAGE_ERROR)],
+        }];
+        let converted = vec![
+            Converted::Records(Bytes::from_static(b"x")),
+            Converted::Error(UNSUPPORTED_COMPRESSION_TYPE),
+            Converted::Unchanged,
+        ];
+        apply(&mut topics, converted);
+        let p = &topics[0].partitions;
+        assert!(matches!(&p[0].records, RecordsData::Bytes(b) if &b[..] == b"x"));
+        assert_eq!((p[1].error_code, p[1].high_watermark), (76, -1));
+        assert!(matches!(p[1].records, RecordsData::Null));
+        assert_eq!(p[2].error_code, errors::NOT_LEADER_OR_FOLLOWER);
+    }
+}
