@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use kshard_shards::log::legacy::down_convert::down_convert;
-use kshard_shards::log::legacy::up_convert::up_convert;
+use kshard_shards::log::legacy::up_convert::{up_convert, UpConverted};
 use kshard_shards::log::legacy::RECORD_OVERHEAD_V0;
 use kshard_shards::log::{read_slice_bytes, FileSlice};
 
@@ -25,13 +25,19 @@ const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 
 /// A Produce v0-v2 partition's data as the append path takes it: a magic
 /// 0/1 message set becomes one magic-2 batch; magic-2 data is kept as
-/// sent. Err: Kafka's error code for the partition.
-pub fn produce_records(topic: &TopicInfo, partition: i32, records: &Bytes) -> Result<Bytes, i16> {
+/// sent; None when there is not one whole entry (Kafka appends nothing and
+/// answers NONE, base offset -1). Err: Kafka's error code.
+pub fn produce_records(
+    topic: &TopicInfo,
+    partition: i32,
+    records: &Bytes,
+) -> Result<Option<Bytes>, i16> {
     let cfg = validation_config_of(&topic.config);
     let topic_partition = format!("{}-{partition}", topic.name);
     match up_convert(records, &cfg, now_ms() as i64, &topic_partition) {
-        Ok(Some(batch)) => Ok(Bytes::from(batch)),
-        Ok(None) => Ok(records.clone()),
+        Ok(UpConverted::Batch(batch)) => Ok(Some(Bytes::from(batch))),
+        Ok(UpConverted::AsSent) => Ok(Some(records.clone())),
+        Ok(UpConverted::Nothing) => Ok(None),
         Err(e) => {
             log::debug!("Produce to {topic_partition} refused: {e}");
             Err(e.error_code())

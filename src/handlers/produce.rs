@@ -111,7 +111,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             let records = match info {
                 Some(info) if req.api_version <= 2 => {
                     match legacy_format::produce_records(info, p.index, records) {
-                        Ok(records) => records,
+                        Ok(Some(records)) => records,
+                        Ok(None) => {
+                            results[idx] = Some(failed(errors::NONE));
+                            continue;
+                        }
                         Err(code) => {
                             results[idx] = Some(failed(code));
                             continue;

@@ -19,6 +19,7 @@ import zlib
 import lz4.frame
 import pytest
 import snappy
+import zstandard
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
@@ -27,6 +28,7 @@ from compat_util import i8, i16, i32, i64, string
 from conftest import TARGET
 from test_confluent import admin
 
+UNKNOWN_SERVER_ERROR = -1
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
@@ -321,6 +323,13 @@ def test_produce_old_errors(b):
     assert produce_old(b, 2, topic, 0, nested)[0][1] == INVALID_RECORD
     lat = message(0, 1, b"k", b"v", ts=-1, attributes=0x08)
     assert produce_old(b, 2, topic, 0, lat)[0][1] == INVALID_TIMESTAMP
+    # zstd needs magic 2; a codec id Kafka does not know fails unknown.
+    zstd_wrapper = message(0, 1, None, zstandard.ZstdCompressor().compress(inner), ts=TS, attributes=4)
+    assert produce_old(b, 2, topic, 0, zstd_wrapper)[0][1] == INVALID_RECORD
+    assert produce_old(b, 2, topic, 0, message(0, 1, None, b"xx", ts=TS, attributes=5))[0][1] == UNKNOWN_SERVER_ERROR
+    # No whole message (empty, or cut short): nothing appended, no error.
+    assert produce_old(b, 2, topic, 0, b"") == [(0, NONE, -1, -1)]
+    assert produce_old(b, 2, topic, 0, inner[:-3]) == [(0, NONE, -1, -1)]
     # Nothing above was stored.
     assert produce_old(b, 2, topic, 0, inner)[0][:3] == (0, NONE, 0)
 

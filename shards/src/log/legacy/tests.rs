@@ -1,5 +1,5 @@
 use super::down_convert::{down_convert, UnsupportedCompression};
-use super::up_convert::up_convert;
+use super::up_convert::{up_convert, UpConverted};
 use super::*;
 use crate::log::batch::{BatchHeader, TimestampType};
 use crate::log::records::{compress, decompress, BatchBuilder, RecordIter};
@@ -130,7 +130,9 @@ fn up_converts_plain_messages() {
     for magic in [0u8, 1] {
         let mut set = message(0, magic, 1_000, Some(b"k0"), b"v0");
         set.extend(message(1, magic, 2_000, None, b"v1"));
-        let batch = up_convert(&set, &cfg(), NOW, "t-0").unwrap().unwrap();
+        let UpConverted::Batch(batch) = up_convert(&set, &cfg(), NOW, "t-0").unwrap() else {
+            panic!("not converted")
+        };
         let ts = |t: i64| if magic == 0 { -1 } else { t };
         assert_eq!(
             v2_records(&batch),
@@ -149,7 +151,9 @@ fn up_converts_compressed_wrappers_with_their_codec() {
             let mut inner = message(0, magic, 5_000, Some(b"a"), b"1");
             inner.extend(message(1, magic, 6_000, Some(b"b"), b"2"));
             let set = wrapper(magic, codec, &inner, 1);
-            let batch = up_convert(&set, &cfg(), NOW, "t-0").unwrap().unwrap();
+            let UpConverted::Batch(batch) = up_convert(&set, &cfg(), NOW, "t-0").unwrap() else {
+                panic!("not converted")
+            };
             let h = BatchHeader::parse(&batch).unwrap();
             assert_eq!(h.compression(), Some(codec));
             let got = v2_records(&batch);
@@ -163,8 +167,20 @@ fn up_converts_compressed_wrappers_with_their_codec() {
 #[test]
 fn a_magic_2_batch_is_left_alone() {
     let batch = BatchBuilder::new(0).add(1, None, Some(b"v"), &[]).build();
-    assert_eq!(up_convert(&batch, &cfg(), NOW, "t-0"), Ok(None));
-    assert_eq!(up_convert(&[], &cfg(), NOW, "t-0"), Ok(None));
+    assert_eq!(
+        up_convert(&batch, &cfg(), NOW, "t-0"),
+        Ok(UpConverted::AsSent)
+    );
+    assert_eq!(
+        up_convert(&[], &cfg(), NOW, "t-0"),
+        Ok(UpConverted::Nothing)
+    );
+    // A partial message is dropped, as Kafka's iterator drops it.
+    let m = message(0, 1, 5, Some(b"k"), b"v");
+    assert_eq!(
+        up_convert(&m[..m.len() - 1], &cfg(), NOW, "t-0"),
+        Ok(UpConverted::Nothing)
+    );
 }
 
 #[test]
@@ -237,6 +253,13 @@ fn refuses_what_kafka_refuses() {
         ..cfg()
     };
     assert_eq!(code(&message(0, 1, 1, Some(b"k"), b"value"), &small), 10);
+    // zstd below magic 2; a codec id Kafka does not know.
+    let mut zstd = Vec::new();
+    write_message(&mut zstd, 0, 1, 4, 1, None, Some(b"x"));
+    assert_eq!(code(&zstd, &cfg()), 87);
+    let mut codec5 = Vec::new();
+    write_message(&mut codec5, 0, 1, 5, 1, None, Some(b"x"));
+    assert_eq!(code(&codec5, &cfg()), -1);
 }
 
 #[test]

@@ -26,18 +26,63 @@ enum Shallow<'a> {
     V2 { attributes: i16 },
 }
 
-/// Converts `records` when its first entry is a magic 0/1 message; None
-/// when it is a magic-2 batch or holds no whole entry (left to the magic-2
-/// validation, as Kafka's Produce v0-v2 accept either).
+/// What a Produce v0-v2 partition's data becomes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum UpConverted {
+    /// The magic 0/1 messages as one magic-2 batch.
+    Batch(Vec<u8>),
+    /// A magic-2 batch comes first: the data goes to the magic-2
+    /// validation as sent (Produce v0-v2 accept either format).
+    AsSent,
+    /// Not one whole entry: Kafka appends nothing and answers NONE with
+    /// base offset -1.
+    Nothing,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum UpConvertError {
+    Invalid(ValidationError),
+    /// A codec id Kafka does not know (5-7): `CompressionType.forId`
+    /// throws, which Kafka answers with UNKNOWN_SERVER_ERROR.
+    UnknownCodec(u8),
+}
+
+impl UpConvertError {
+    pub fn error_code(&self) -> i16 {
+        match self {
+            UpConvertError::Invalid(e) => e.error_code(),
+            UpConvertError::UnknownCodec(_) => -1,
+        }
+    }
+}
+
+impl From<ValidationError> for UpConvertError {
+    fn from(e: ValidationError) -> Self {
+        UpConvertError::Invalid(e)
+    }
+}
+
+impl std::fmt::Display for UpConvertError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpConvertError::Invalid(e) => e.fmt(f),
+            UpConvertError::UnknownCodec(id) => write!(f, "Unknown compression type id: {id}"),
+        }
+    }
+}
+
+/// Converts `records` when its first entry is a magic 0/1 message.
 pub fn up_convert(
     records: &[u8],
     cfg: &ValidationConfig,
     now_ms: i64,
     topic_partition: &str,
-) -> Result<Option<Vec<u8>>, ValidationError> {
+) -> Result<UpConverted, UpConvertError> {
     let shallow = shallow_entries(records, cfg, topic_partition)?;
-    let Some(Shallow::Legacy(first)) = shallow.first() else {
-        return Ok(None);
+    let first = match shallow.first() {
+        None => return Ok(UpConverted::Nothing),
+        Some(Shallow::V2 { .. }) => return Ok(UpConverted::AsSent),
+        Some(Shallow::Legacy(first)) => first,
     };
     let mut source = Compression::None;
     for entry in &shallow {
@@ -48,11 +93,7 @@ pub fn up_convert(
         match codec_of(id) {
             Some(Compression::None) => {}
             Some(codec) => source = codec,
-            None => {
-                return Err(ValidationError::CorruptMessage(format!(
-                    "Unknown compression type id: {id}"
-                )))
-            }
+            None => return Err(UpConvertError::UnknownCodec(id)),
         }
     }
     let checks = RecordChecks {
@@ -60,15 +101,21 @@ pub fn up_convert(
         now_ms,
         topic_partition,
     };
-    if source == Compression::None {
-        return convert_plain(first.magic, &shallow, &checks).map(Some);
-    }
-    if shallow.len() > 1 {
-        return Err(ValidationError::InvalidRecord(
+    let batch = if source == Compression::None {
+        convert_plain(first.magic, &shallow, &checks)?
+    } else if shallow.len() > 1 {
+        return Err(UpConvertError::Invalid(ValidationError::InvalidRecord(
             "Compressed outer record has more than one batch".into(),
-        ));
-    }
-    convert_wrapper(first, source, &checks).map(Some)
+        )));
+    } else if source == Compression::Zstd {
+        // Kafka refuses zstd below magic 2.
+        return Err(UpConvertError::Invalid(ValidationError::InvalidRecord(
+            "ZStandard compression is not supported for magic below 2".into(),
+        )));
+    } else {
+        convert_wrapper(first, source, &checks)?
+    };
+    Ok(UpConverted::Batch(batch))
 }
 
 /// Walks the message set as `analyzeAndValidateRecords` does: framing, size
