@@ -2,9 +2,11 @@
 """Writes fuzz/seeds/<target>/: valid request sequences for the handlers
 target ([api_key u8][version u8][body length u16][body] per request) and
 valid record batches for record_batch_append, so mutations start deep."""
+import gzip
 import os
 import struct
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(__file__))
 from malformed_corpus import arr, record_batch, s  # noqa: E402
@@ -63,7 +65,32 @@ PRODUCE_TXN = req(0, 3, ns("tx") + struct.pack(">hi", -1, 5000)
 PRODUCE_IDEM = req(0, 3, ns(None) + struct.pack(">hi", -1, 5000)
                    + arr([s("fzc") + arr([struct.pack(">i", 0) + b(IDEMPOTENT)])]))
 
+
+def legacy_message(offset, magic, key, value, attributes=0, ts=1000):
+    """A message format v0/v1 entry (magic 0/1), CRC-32 over magic onwards."""
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", ts) if magic else b"")
+    for f in (key, value):
+        body += struct.pack(">i", -1) if f is None else struct.pack(">i", len(f)) + f
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body) & 0xFFFFFFFF) + body
+
+
+def old_produce(version, records):
+    return req(0, version, struct.pack(">hi", 1, 5000) + arr([s("fz") + arr([struct.pack(">i", 0) + b(records)])]))
+
+
+def old_fetch(version):
+    limits = struct.pack(">iii", -1, 0, 1) + (struct.pack(">i", 1 << 20) if version >= 3 else b"")
+    return req(1, version, limits + arr([s("fz") + arr([struct.pack(">iqi", 0, 0, 1 << 20)])]))
+
+
+V0_SET = legacy_message(0, 0, b"k", b"v") + legacy_message(1, 0, None, b"w")
+V1_INNER = legacy_message(0, 1, b"k", b"v") + legacy_message(1, 1, b"k2", b"w")
+V1_GZIP = legacy_message(1, 1, None, gzip.compress(V1_INNER, mtime=0), attributes=1)
+OLD_FORMAT = [old_produce(0, V0_SET), old_produce(2, V1_GZIP), old_produce(1, BATCH),
+              old_fetch(0), old_fetch(2), old_fetch(3)]
+
 HANDLER_SEEDS = {
+    "old_format": OLD_FORMAT,
     "produce_fetch": [PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_EPOCH, DELETE_RECORDS, FETCH],
     "admin": [CREATE, METADATA, CREATE_PARTS, DESCRIBE_CONFIGS, DELETE_TOPICS, METADATA],
     "group": [FIND_COORD, JOIN, SYNC, HEARTBEAT, COMMIT, OFFSET_FETCH, LEAVE],

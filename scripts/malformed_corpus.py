@@ -2,8 +2,10 @@
 """Writes tests/malformed/<case>.bin: the malformed requests of issue #13, each
 file the bytes a client writes on one connection (size-prefixed frames).
 tests/malformed_requests.rs replays them; rerun this after editing a case."""
+import gzip
 import os
 import struct
+import zlib
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "malformed")
 I32_MAX = 2**31 - 1
@@ -93,6 +95,37 @@ def cases():
     txn_batch = record_batch([b"v"], attributes=0x10)  # transactional, producer id -1
     yield "produce_transactional_batch_without_producer_id", (
         create_topics_v4("fz", 1, False) + produce_v3("fz", txn_batch))
+    # Message formats v0/v1 (Produce v0-v2): a gzip wrapper inflating past
+    # the decompression limit, a wrapper of garbage, nested wrappers, a
+    # message whose key length passes its end; then Fetch v0 and v3 with a
+    # partition listed 1,000 times and no byte limit (v0) / i32::MAX (v3):
+    # the down-converted answer stays within fetch.max.bytes.
+    yield "old_format_produce_and_fetch", (
+        create_topics_v4("fz", 1, False)
+        + produce_v3("fz", batch)
+        + produce_old(2, legacy_wrapper(1, gzip.compress(bytes(20 << 20), mtime=0)))
+        + produce_old(1, legacy_wrapper(0, b"\x1f\x8b garbage"))
+        + produce_old(2, legacy_wrapper(1, gzip.compress(
+            legacy_wrapper(1, gzip.compress(legacy_message(1, b"k", b"v"), mtime=0)), mtime=0)))
+        + produce_old(0, legacy_message(0, b"k", b"v")[:20] + struct.pack(">i", I32_MAX) + b"kv")
+        + frame(1, 0, 8, struct.pack(">iii", -1, 0, 1) + arr([s("fz") + arr([fetch_part] * 1000)]))
+        + frame(1, 3, 9, struct.pack(">iiii", -1, 0, 1, I32_MAX) + arr([s("fz") + arr([fetch_part] * 1000)])))
+
+
+def legacy_message(magic, key, value, attributes=0):
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", 1000) if magic else b"")
+    for f in (key, value):
+        body += struct.pack(">i", -1) if f is None else struct.pack(">i", len(f)) + f
+    return struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body) & 0xFFFFFFFF) + body
+
+
+def legacy_wrapper(magic, compressed):
+    return legacy_message(magic, None, compressed, attributes=1)
+
+
+def produce_old(version, records, corr=5):
+    part = struct.pack(">i", 0) + struct.pack(">i", len(records)) + records
+    return frame(0, version, corr, struct.pack(">hi", 1, 30000) + arr([s("fz") + arr([part])]))
 
 
 def main():

@@ -99,7 +99,7 @@ pub fn log_config_of(c: &TopicConfig, io_mode: IoMode) -> LogConfig {
     }
 }
 
-fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
+pub(crate) fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
     ValidationConfig {
         max_message_bytes: c.max_message_bytes.max(0) as usize,
         timestamp_type: if c.message_timestamp_type == "LogAppendTime" {
@@ -414,6 +414,12 @@ impl Partition {
                 );
                 out.error_code = errors::KAFKA_STORAGE_ERROR;
             }
+        }
+        // Kafka's createLogReadResult(e): a failed read reports no offsets.
+        if out.error_code != errors::NONE {
+            out.high_watermark = -1;
+            out.last_stable_offset = -1;
+            out.log_start_offset = -1;
         }
         out
     }

@@ -8,6 +8,7 @@ use indexmap::IndexMap;
 use kafka_protocol::messages::FetchRequest;
 use uuid::Uuid;
 
+use super::legacy_format::{self, Converted};
 use super::HandlerResult;
 use crate::fetch_session::{CachedPartition, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use crate::protocol::fetch_encoder::{
@@ -383,7 +384,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             .await
             .0;
     }
-    let topics = response_topics(ctx, &plan, results, isolation);
+    let converted = if req.api_version <= 3 {
+        Some(down_convert_all(ctx, req.api_version, wanted, &results).await)
+    } else {
+        None
+    };
+    let mut topics = response_topics(ctx, &plan, results, isolation);
+    if let Some(converted) = converted {
+        legacy_format::apply(&mut topics, converted);
+    }
     let data = FetchResponseData {
         throttle_time_ms: 0,
         error_code: errors::NONE,
@@ -391,6 +400,35 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         topics,
     };
     encode_fetch_response(req.api_version, req.header.correlation_id, data).map(Some)
+}
+
+/// Fetch v0-v1 read magic 0, v2-v3 magic 1: every partition's records are
+/// down-converted, in request order.
+async fn down_convert_all(
+    ctx: &Rc<ShardContext>,
+    version: i16,
+    wanted: &[Wanted],
+    results: &[Option<FetchPartResult>],
+) -> Vec<Converted> {
+    let to_magic = if version <= 1 { 0 } else { 1 };
+    let mut out = Vec::with_capacity(wanted.len());
+    for (w, r) in wanted.iter().zip(results) {
+        out.push(match (w.error, r) {
+            (None, Some(r)) => {
+                legacy_format::down_convert_partition(
+                    ctx,
+                    &w.topic,
+                    w.partition,
+                    w.fetch_offset,
+                    r,
+                    to_magic,
+                )
+                .await
+            }
+            _ => Converted::Unchanged,
+        });
+    }
+    out
 }
 
 fn error_partition(w: &Wanted, read_uncommitted: bool) -> FetchPartitionData {

@@ -22,6 +22,7 @@ pub mod inter_broker;
 pub mod join_group;
 pub mod leader_and_isr;
 pub mod leave_group;
+mod legacy_format;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;

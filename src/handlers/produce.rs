@@ -9,7 +9,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{respond, HandlerResult};
+use super::{legacy_format, respond, HandlerResult};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica_manager::{ProducePart, ProducePartResult};
@@ -107,6 +107,29 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 results[idx] = Some(failed(errors::CORRUPT_MESSAGE));
                 continue;
             };
+            // Produce v0-v2 may carry magic 0/1 message sets, v3+ not.
+            let records = match info {
+                Some(info) if req.api_version <= 2 => {
+                    match legacy_format::produce_records(info, p.index, records) {
+                        Ok(Some(records)) => records,
+                        Ok(None) => {
+                            results[idx] = Some(failed(errors::NONE));
+                            continue;
+                        }
+                        Err(code) => {
+                            results[idx] = Some(failed(code));
+                            continue;
+                        }
+                    }
+                }
+                _ => match legacy_format::records_error_v3(records) {
+                    Some(code) => {
+                        results[idx] = Some(failed(code));
+                        continue;
+                    }
+                    None => records.clone(),
+                },
+            };
             let owner = ctx.owner_of(name, p.index);
             by_shard.push(
                 owner,
@@ -114,7 +137,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 ProducePart {
                     topic: name.to_string(),
                     partition: p.index,
-                    records: records.clone(),
+                    records,
                 },
             );
         }

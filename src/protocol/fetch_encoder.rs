@@ -1,4 +1,4 @@
-//! Fetch response encoder (Fetch v4..v17) that leaves record bytes in the
+//! Fetch response encoder (Fetch v0..v17) that leaves record bytes in the
 //! segment files: the response is a list of chunks, in-memory header bytes
 //! interleaved with file ranges that the connection sends with sendfile(2).
 
@@ -9,6 +9,8 @@ use super::{Chunk, Response};
 use kshard_shards::log::FileSlice;
 
 pub enum RecordsData {
+    /// Null records (Kafka's answer for a partition it cannot down-convert).
+    Null,
     Empty,
     File(FileSlice),
     Bytes(Bytes),
@@ -17,7 +19,7 @@ pub enum RecordsData {
 impl RecordsData {
     pub fn len(&self) -> usize {
         match self {
-            RecordsData::Empty => 0,
+            RecordsData::Null | RecordsData::Empty => 0,
             RecordsData::File(f) => f.len as usize,
             RecordsData::Bytes(b) => b.len(),
         }
@@ -89,7 +91,7 @@ pub fn encode_fetch_response(
     correlation_id: i32,
     data: FetchResponseData,
 ) -> Result<Response, String> {
-    if !(4..=17).contains(&version) {
+    if !(0..=17).contains(&version) {
         return Err(format!("Fetch v{version} responses are not encodable"));
     }
     let flexible = version >= 12;
@@ -101,7 +103,9 @@ pub fn encode_fetch_response(
     if flexible {
         put_uvarint(&mut buf, 0); // response header tagged fields
     }
-    buf.put_i32(data.throttle_time_ms);
+    if version >= 1 {
+        buf.put_i32(data.throttle_time_ms);
+    }
     if version >= 7 {
         buf.put_i16(data.error_code);
         buf.put_i32(data.session_id);
@@ -118,11 +122,15 @@ pub fn encode_fetch_response(
             buf.put_i32(p.partition);
             buf.put_i16(p.error_code);
             buf.put_i64(p.high_watermark);
-            buf.put_i64(p.last_stable_offset);
+            if version >= 4 {
+                buf.put_i64(p.last_stable_offset);
+            }
             if version >= 5 {
                 buf.put_i64(p.log_start_offset);
             }
             match &p.aborted_transactions {
+                // Fetch v0-v3 have no transactions.
+                _ if version < 4 => {}
                 None => {
                     if flexible {
                         put_uvarint(&mut buf, 0);
@@ -148,13 +156,14 @@ pub fn encode_fetch_response(
             if len > i32::MAX as usize {
                 return Err(format!("Fetch records of {len} bytes pass i32::MAX"));
             }
-            if flexible {
-                put_uvarint(&mut buf, len as u64 + 1);
-            } else {
-                buf.put_i32(len as i32);
+            match (&p.records, flexible) {
+                (RecordsData::Null, true) => put_uvarint(&mut buf, 0),
+                (RecordsData::Null, false) => buf.put_i32(-1),
+                (_, true) => put_uvarint(&mut buf, len as u64 + 1),
+                (_, false) => buf.put_i32(len as i32),
             }
             match p.records {
-                RecordsData::Empty => {}
+                RecordsData::Null | RecordsData::Empty => {}
                 RecordsData::Bytes(b) => buf.put_slice(&b),
                 RecordsData::File(slice) => {
                     chunks.push(Chunk::Bytes(buf.split().freeze()));
@@ -261,6 +270,7 @@ mod tests {
         assert!(encode_fetch_response(4, 1, data(vec![part(0), part(1)])).is_err());
         assert!(encode_fetch_response(4, 1, data(vec![part(0)])).is_err());
         assert!(encode_fetch_response(99, 1, data(vec![])).is_err());
+        assert!(encode_fetch_response(-1, 1, data(vec![])).is_err());
         assert!(encode_fetch_response(16, 1, data(vec![])).is_ok());
     }
 

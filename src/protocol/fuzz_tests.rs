@@ -84,16 +84,25 @@ fn seeds() -> Vec<Vec<u8>> {
     out
 }
 
-/// The legacy-version requests of `legacy/testdata/golden.txt` (bodies
-/// serialized by Kafka 3.9.1) under a v1 request header.
+/// The legacy-version requests of `legacy/testdata/golden.txt` and
+/// `produce_fetch_golden.txt` (bodies serialized by Kafka 3.9.1) under a v1
+/// request header.
 fn legacy_seeds() -> Vec<Vec<u8>> {
     include_str!("legacy/testdata/golden.txt")
         .lines()
+        .chain(include_str!("legacy/testdata/produce_fetch_golden.txt").lines())
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let mut f = l.split(' ');
             let (name, version, hex) = (f.next()?, f.next()?, f.next()?);
-            let key = match name.strip_suffix("Request")? {
+            let key = match name {
+                "produce_request" => "Produce",
+                "fetch_request" => "Fetch",
+                _ => name.strip_suffix("Request")?,
+            };
+            let key = match key {
+                "Produce" => ApiKey::Produce,
+                "Fetch" => ApiKey::Fetch,
                 "ListOffsets" => ApiKey::ListOffsets,
                 "CreateTopics" => ApiKey::CreateTopics,
                 "DeleteTopics" => ApiKey::DeleteTopics,

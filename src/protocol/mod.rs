@@ -43,13 +43,8 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
 /// not offered), with Apache Kafka 3.9's ZooKeeper-mode ranges. Versions the
 /// `kafka-protocol` crate no longer decodes are served by `legacy`.
 pub const SUPPORTED_APIS: &[ApiRange] = &[
-    ApiRange {
-        key: ApiKey::Produce,
-        min_version: 0,
-        max_version: 11,
-        min_served_version: 3,
-    },
-    api(ApiKey::Fetch, 4, 17),
+    api(ApiKey::Produce, 0, 11),
+    api(ApiKey::Fetch, 0, 17),
     api(ApiKey::ListOffsets, 0, 9),
     api(ApiKey::Metadata, 0, 12),
     api(ApiKey::ApiVersions, 0, 4),

@@ -112,7 +112,7 @@ const READ_AHEAD_BLOCKS: usize = 32;
 
 /// Where the chunks of `slice` start: its position, then every read-cache
 /// block boundary before its end.
-fn chunk_starts(slice: &FileSlice) -> impl Iterator<Item = u64> {
+pub(crate) fn chunk_starts(slice: &FileSlice) -> impl Iterator<Item = u64> {
     let end = slice.position + slice.len as u64;
     let block = READ_CACHE_BLOCK_BYTES as u64;
     let first_boundary = (slice.position / block + 1) * block;

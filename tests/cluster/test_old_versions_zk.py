@@ -25,10 +25,9 @@ KAFKA_3_9_1_ZK = {
     22: (0, 5), 23: (0, 4), 32: (0, 4), 37: (0, 3), 42: (0, 2), 43: (0, 2), 47: (0, 0),
     56: (0, 3), 60: (0, 1),
 }
-# Not served by kshard yet: Fetch v0-3 (message-format down-conversion) and
-# AlterPartition v0-1 (topic names instead of ids, sent only by brokers
-# older than 3.3's inter-broker protocol).
-KSHARD_EXCEPTIONS = {1: (4, 17), 56: (2, 3)}
+# Not served by kshard yet: AlterPartition v0-1 (topic names instead of ids,
+# sent only by brokers older than 3.3's inter-broker protocol).
+KSHARD_EXCEPTIONS = {56: (2, 3)}
 
 
 @pytest.fixture

@@ -62,9 +62,9 @@ KAFKA_3_9_1_ZK = {
     60: (0, 1),  # DescribeCluster
 }
 
-# Fetch v0-3 need message-format v0/v1 down-conversion, which kshard does not
-# do yet: it advertises Fetch from v4 until then.
-KSHARD_EXCEPTIONS = {1: (4, 17)}
+# kshard advertises exactly Kafka's ranges (Produce v0-v2 and Fetch v0-v3
+# with message formats v0/v1: test_old_message_format.py).
+KSHARD_EXCEPTIONS = {}
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ mod cleaner_filter;
 pub mod config;
 pub mod direct_write;
 mod index_mmap;
+pub mod legacy;
 pub mod log;
 pub mod offset_index;
 pub mod offset_map;

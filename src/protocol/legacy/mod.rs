@@ -1,7 +1,9 @@
 //! Codecs for the request versions Apache Kafka 3.9 serves but the
 //! `kafka-protocol` crate (which follows Kafka 4.x, KIP-896) no longer
 //! knows: ListOffsets v0, CreateTopics v0-1, DeleteTopics v0, OffsetCommit
-//! v0-1, OffsetFetch v0, OffsetForLeaderEpoch v0-1 and DescribeConfigs v0.
+//! v0-1, OffsetFetch v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0, Produce
+//! v0-v2 and Fetch v0-v3 (`produce_fetch`; their message sets are converted
+//! by `kshard_shards::log::legacy`).
 //! All are non-flexible versions; their layouts follow Kafka 3.9's JSON
 //! message definitions.
 //!
@@ -14,6 +16,9 @@
 //! Decoding is bounds-checked: a count larger than the bytes left is refused
 //! before anything is allocated, and no input panics.
 
+mod produce_fetch;
+#[cfg(test)]
+mod produce_fetch_tests;
 mod requests;
 mod responses;
 #[cfg(test)]
@@ -38,6 +43,8 @@ fn crate_min_version(key: ApiKey) -> Option<i16> {
         | ApiKey::OffsetFetch
         | ApiKey::DescribeConfigs => Some(1),
         ApiKey::CreateTopics | ApiKey::OffsetCommit | ApiKey::OffsetForLeaderEpoch => Some(2),
+        ApiKey::Produce => Some(3),
+        ApiKey::Fetch => Some(4),
         _ => None,
     }
 }
@@ -70,6 +77,8 @@ pub fn decode_request(
             requests::offset_for_leader_epoch(&mut r).map(|m| Box::new(m) as _)
         }
         ApiKey::DescribeConfigs => requests::describe_configs_v0(&mut r).map(|m| Box::new(m) as _),
+        ApiKey::Produce => produce_fetch::produce(&mut r).map(|m| Box::new(m) as _),
+        ApiKey::Fetch => produce_fetch::fetch(&mut r, version).map(|m| Box::new(m) as _),
         _ => return None,
     };
     Some(decoded.map_err(|e| format!("{key:?} v{version}: {e}")))
@@ -107,6 +116,10 @@ pub fn encode_response(
         }
         ApiKey::DescribeConfigs => {
             responses::describe_configs_v0(&mut w, body.downcast_ref()?);
+            Ok(())
+        }
+        ApiKey::Produce => {
+            produce_fetch::produce_response(&mut w, body.downcast_ref()?, version);
             Ok(())
         }
         _ => return None,
@@ -181,6 +194,22 @@ impl<'a> Reader<'a> {
             return Err(format!("string field {field} had invalid length {len}"));
         }
         Ok(Some(String::from_utf8_lossy(self.take(len)?).into_owned()))
+    }
+
+    /// Nullable bytes (Produce records): any negative length is null.
+    pub(crate) fn nullable_bytes(&mut self, field: &str) -> Result<Option<&'a [u8]>, String> {
+        let len = self.i32()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        let len = len as usize;
+        if len > self.buf.len() {
+            return Err(format!(
+                "{field} of {len} bytes, but there are only {} bytes remaining",
+                self.buf.len()
+            ));
+        }
+        self.take(len).map(Some)
     }
 
     pub(crate) fn string(&mut self, field: &str) -> Result<String, String> {

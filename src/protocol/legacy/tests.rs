@@ -401,8 +401,10 @@ fn only_versions_below_the_crate_are_legacy() {
     assert!(!is_legacy(ApiKey::ListOffsets, 1));
     assert!(is_legacy(ApiKey::OffsetCommit, 1));
     assert!(!is_legacy(ApiKey::OffsetCommit, 2));
-    assert!(!is_legacy(ApiKey::Fetch, 0));
-    assert!(!is_legacy(ApiKey::Produce, 0));
+    assert!(is_legacy(ApiKey::Fetch, 3));
+    assert!(!is_legacy(ApiKey::Fetch, 4));
+    assert!(is_legacy(ApiKey::Produce, 2));
+    assert!(!is_legacy(ApiKey::Produce, 3));
     assert!(decode_request(ApiKey::Metadata, 0, &[]).is_none());
     // The wrong struct for a legacy version is not encoded.
     assert!(encode_response(ApiKey::OffsetCommit, 0, &OffsetFetchResponse::default()).is_none());
