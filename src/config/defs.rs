@@ -210,7 +210,11 @@ fn normalize<'a>(def: &ConfigDef, raw: &'a str) -> Result<String, Invalid<'a>> {
         T::Boolean => match value.to_ascii_lowercase().as_str() {
             "true" => "true".to_string(),
             "false" => "false".to_string(),
-            _ => return Err("Expected value to be either true or false".to_string().into()),
+            _ => {
+                return Err("Expected value to be either true or false"
+                    .to_string()
+                    .into())
+            }
         },
         T::Int | T::Short | T::Long => {
             let parsed: i64 = value

@@ -1,6 +1,9 @@
-//! AlterPartition (API 56, v2-3), from partition leaders to the
-//! controller: ISR changes, fenced by leader epoch and partition epoch.
-//! Only the active controller answers; others say NOT_CONTROLLER.
+//! AlterPartition (API 56), from partition leaders to the controller: ISR
+//! changes, fenced by leader epoch and partition epoch. Only the active
+//! controller answers; others say NOT_CONTROLLER. v2-3 name topics by id;
+//! v0-1 (`protocol::legacy`) by name, mapped to ids through the metadata
+//! image (an unknown name answers UNKNOWN_TOPIC_OR_PARTITION per
+//! partition, as Kafka's ZooKeeper controller does).
 
 use std::rc::Rc;
 
@@ -8,24 +11,19 @@ use kafka_protocol::messages::alter_partition_response::{PartitionData, TopicDat
 use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, BrokerId};
 
 use super::{respond, HandlerResult};
-use crate::cluster::controller::{ControllerRequest, IsrChangeRequest};
+use crate::cluster::controller::{ControllerRequest, IsrChangeRequest, IsrChangeResult};
+use crate::protocol::legacy::{
+    AlterPartitionV0PartitionResponse, AlterPartitionV0Request, AlterPartitionV0Response,
+    AlterPartitionV0TopicResponse,
+};
 use crate::protocol::{decode_body, errors, Request};
 use crate::shard_context::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
-    let request: AlterPartitionRequest = decode_body(req)?;
-    let top = |code: i16| {
-        respond(
-            req,
-            &AlterPartitionResponse::default().with_error_code(code),
-        )
-    };
-    let Some(cluster) = &ctx.cluster else {
-        return Err("AlterPartition on a single-broker kshard".into());
-    };
-    if !cluster.controller.is_active() {
-        return top(errors::NOT_CONTROLLER);
+    if req.api_version < 2 {
+        return handle_named(ctx, req).await;
     }
+    let request: AlterPartitionRequest = decode_body(req)?;
     let mut changes = Vec::new();
     for t in &request.topics {
         for p in &t.partitions {
@@ -46,21 +44,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             });
         }
     }
-    let (tx, rx) = futures_channel::oneshot::channel();
-    if !cluster
-        .controller
-        .request(ControllerRequest::AlterPartition {
-            broker_id: request.broker_id.0,
-            changes,
-            reply: tx,
-        })
-    {
-        return top(errors::NOT_CONTROLLER);
-    }
-    let results = match rx.await {
-        Ok(Ok(r)) => r,
-        Ok(Err(code)) => return top(code),
-        Err(_) => return top(errors::NOT_CONTROLLER),
+    let results = match alter(ctx, request.broker_id.0, changes).await? {
+        Ok(results) => results,
+        Err(code) => {
+            return respond(
+                req,
+                &AlterPartitionResponse::default().with_error_code(code),
+            )
+        }
     };
     let mut topics: Vec<TopicData> = Vec::new();
     for r in results {
@@ -86,4 +77,110 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             .with_error_code(errors::NONE)
             .with_topics(topics),
     )
+}
+
+/// Sends the changes to the active controller: its per-partition results,
+/// or the top-level error code.
+async fn alter(
+    ctx: &Rc<ShardContext>,
+    broker_id: i32,
+    changes: Vec<IsrChangeRequest>,
+) -> Result<Result<Vec<IsrChangeResult>, i16>, String> {
+    let Some(cluster) = &ctx.cluster else {
+        return Err("AlterPartition on a single-broker kshard".into());
+    };
+    if !cluster.controller.is_active() {
+        return Ok(Err(errors::NOT_CONTROLLER));
+    }
+    let (tx, rx) = futures_channel::oneshot::channel();
+    if !cluster
+        .controller
+        .request(ControllerRequest::AlterPartition {
+            broker_id,
+            changes,
+            reply: tx,
+        })
+    {
+        return Ok(Err(errors::NOT_CONTROLLER));
+    }
+    Ok(match rx.await {
+        Ok(result) => result,
+        Err(_) => Err(errors::NOT_CONTROLLER),
+    })
+}
+
+/// AlterPartition v0-1: topics by name.
+async fn handle_named(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+    let request: AlterPartitionV0Request = decode_body(req)?;
+    let image = ctx.metadata.image();
+    let mut changes = Vec::new();
+    let mut names: Vec<(uuid::Uuid, &str)> = Vec::new();
+    let mut unknown: Vec<AlterPartitionV0TopicResponse> = Vec::new();
+    for t in &request.topics {
+        let Some(info) = image.topic(&t.name) else {
+            unknown.push(AlterPartitionV0TopicResponse {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| AlterPartitionV0PartitionResponse {
+                        partition_index: p.partition_index,
+                        error_code: errors::UNKNOWN_TOPIC_OR_PARTITION,
+                        ..Default::default()
+                    })
+                    .collect(),
+            });
+            continue;
+        };
+        names.push((info.topic_id, &t.name));
+        for p in &t.partitions {
+            changes.push(IsrChangeRequest {
+                topic_id: info.topic_id,
+                partition: p.partition_index,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr: p.new_isr.clone(),
+            });
+        }
+    }
+    let results = match alter(ctx, request.broker_id, changes).await? {
+        Ok(results) => results,
+        Err(code) => {
+            let top = AlterPartitionV0Response {
+                error_code: code,
+                ..Default::default()
+            };
+            return respond(req, &top);
+        }
+    };
+    let mut topics: Vec<AlterPartitionV0TopicResponse> = Vec::new();
+    for r in results {
+        let name = names
+            .iter()
+            .find(|(id, _)| *id == r.topic_id)
+            .map_or("", |(_, name)| name);
+        let pd = AlterPartitionV0PartitionResponse {
+            partition_index: r.partition,
+            error_code: r.error_code,
+            leader_id: r.leader,
+            leader_epoch: r.leader_epoch,
+            isr: r.isr,
+            leader_recovery_state: 0,
+            partition_epoch: r.partition_epoch,
+        };
+        match topics.iter_mut().find(|t| t.name == name) {
+            Some(t) => t.partitions.push(pd),
+            None => topics.push(AlterPartitionV0TopicResponse {
+                name: name.to_string(),
+                partitions: vec![pd],
+            }),
+        }
+    }
+    topics.extend(unknown);
+    let response = AlterPartitionV0Response {
+        error_code: errors::NONE,
+        topics,
+        ..Default::default()
+    };
+    respond(req, &response)
 }

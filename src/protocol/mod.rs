@@ -69,7 +69,7 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::ElectLeaders, 0, 2),
     // Cluster mode only (left out of ApiVersions on a single broker).
-    api(ApiKey::AlterPartition, 2, 3),
+    api(ApiKey::AlterPartition, 0, 3),
 ];
 
 pub fn supported(key: ApiKey) -> Option<&'static ApiRange> {
@@ -250,6 +250,9 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
         ApiKey::DeleteGroups => decode_body::<m::DeleteGroupsRequest>(&req).map(|_| ()),
         ApiKey::OffsetDelete => decode_body::<m::OffsetDeleteRequest>(&req).map(|_| ()),
         ApiKey::ElectLeaders => decode_body::<m::ElectLeadersRequest>(&req).map(|_| ()),
+        ApiKey::AlterPartition if req.api_version < 2 => {
+            decode_body::<legacy::AlterPartitionV0Request>(&req).map(|_| ())
+        }
         ApiKey::AlterPartition => decode_body::<m::AlterPartitionRequest>(&req).map(|_| ()),
         other => Err(format!("{other:?} not served")),
     }

@@ -25,9 +25,6 @@ KAFKA_3_9_1_ZK = {
     22: (0, 5), 23: (0, 4), 32: (0, 4), 37: (0, 3), 42: (0, 2), 43: (0, 2), 47: (0, 0),
     56: (0, 3), 60: (0, 1),
 }
-# Not served by kshard yet: AlterPartition v0-1 (topic names instead of ids,
-# sent only by brokers older than 3.3's inter-broker protocol).
-KSHARD_EXCEPTIONS = {56: (2, 3)}
 
 
 @pytest.fixture
@@ -77,8 +74,6 @@ def test_api_versions_table(cluster, one):
         _, err, table = cu.parse_api_versions_v3(cu.recv_frame(s))
     assert err == NONE
     want = dict(KAFKA_3_9_1_ZK)
-    if cl.TARGET == "kshard":
-        want.update(KSHARD_EXCEPTIONS)
     assert {k: table.get(k) for k in want} == want
 
 
@@ -126,3 +121,77 @@ def test_offsets_v0_are_not_the_coordinators(cluster, one):
             break
         time.sleep(0.3)
     assert got == [(0, -1, "", NONE)]
+
+
+UNKNOWN_TOPIC = "zk-no-such-topic"
+FENCED_LEADER_EPOCH = 74
+
+
+def alter_partition(b, version, broker_epoch, topics):
+    """AlterPartition v0/v1 (flexible, topics by name) to the controller:
+    (top-level error, {(topic, partition): (error, leader, epoch, isr,
+    partition epoch)})."""
+    body = i32(b.broker_id) + i64(broker_epoch) + cu.uvarint(len(topics) + 1)
+    for name, partitions in topics:
+        body += cu.compact_string(name) + cu.uvarint(len(partitions) + 1)
+        for partition, leader_epoch, isr, partition_epoch in partitions:
+            body += i32(partition) + i32(leader_epoch) + cu.uvarint(len(isr) + 1)
+            body += b"".join(i32(x) for x in isr)
+            if version >= 1:
+                body += bytes([0])
+            body += i32(partition_epoch) + bytes([0])
+        body += bytes([0])
+    body += bytes([0])
+    with cu.connect("127.0.0.1", b.port) as s:
+        s.sendall(cu.frame(cu.request_header_v2(56, version, 9) + body))
+        r = cu.Reader(cu.recv_frame(s))
+    assert r.i32() == 9
+    r.skip_tags()  # response header v1
+    r.i32()  # throttle time
+    error = r.i16()
+    got = {}
+    for _ in range(r.uvarint() - 1):
+        name = r.compact_string()
+        for _ in range(r.uvarint() - 1):
+            partition, perr, leader, epoch = r.i32(), r.i16(), r.i32(), r.i32()
+            isr = [r.i32() for _ in range(r.uvarint() - 1)]
+            if version >= 1:
+                r.take(1)
+            got[(name, partition)] = (perr, leader, epoch, isr, r.i32())
+            r.skip_tags()
+        r.skip_tags()
+    r.skip_tags()
+    assert r.pos == len(r.data)
+    return error, got
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_alter_partition_by_topic_name(cluster, one, version):
+    """The ISR a leader already has, sent as AlterPartition v0/v1 with the
+    broker's registration epoch (the czxid of /brokers/ids/<id>): the
+    controller answers the partition's state; a stale leader epoch is
+    fenced and an unknown topic name is UNKNOWN_TOPIC_OR_PARTITION."""
+    import json
+
+    zk = cluster.zk
+    _, registration = zk.get(f"{cluster.chroot}/brokers/ids/{one.broker_id}")
+    data, stat = zk.get(f"{cluster.chroot}/brokers/topics/{TOPIC}/partitions/0/state")
+    state = json.loads(data)
+    leader_epoch, partition_epoch = state["leader_epoch"], stat.version
+    assert state["isr"] == [one.broker_id]
+    error, got = alter_partition(
+        one,
+        version,
+        registration.czxid,
+        [
+            (TOPIC, [(0, leader_epoch, [one.broker_id], partition_epoch)]),
+            (UNKNOWN_TOPIC, [(0, 0, [one.broker_id], 0)]),
+        ],
+    )
+    assert error == NONE
+    assert got[(TOPIC, 0)] == (NONE, one.broker_id, leader_epoch, [one.broker_id], partition_epoch)
+    assert got[(UNKNOWN_TOPIC, 0)][0] == UNKNOWN_TOPIC_OR_PARTITION
+    error, got = alter_partition(
+        one, version, registration.czxid, [(TOPIC, [(1, -5, [one.broker_id], 0)])]
+    )
+    assert error == NONE and got[(TOPIC, 1)][0] == FENCED_LEADER_EPOCH

@@ -181,6 +181,13 @@ impl KafkaController {
                 results.push(result(errors::FENCED_LEADER_EPOCH, Some(s)));
                 continue;
             }
+            // Already in the desired state: answered as it is, before the
+            // partition epoch is checked, so a retried change is idempotent
+            // (Kafka's equalsAllowStalePartitionEpoch).
+            if c.new_isr == s.isr {
+                results.push(result(errors::NONE, Some(s)));
+                continue;
+            }
             if c.partition_epoch != s.zk_version {
                 results.push(result(errors::INVALID_UPDATE_VERSION, Some(s)));
                 continue;
@@ -210,7 +217,10 @@ impl KafkaController {
         }
         self.write_states(&updates)?;
         // Fill in the written states (new partition epochs).
-        for r in results.iter_mut().filter(|r| r.error_code == errors::NONE) {
+        for r in results
+            .iter_mut()
+            .filter(|r| r.error_code == errors::NONE && r.partition_epoch == -1)
+        {
             let topic = self
                 .ctx
                 .topics

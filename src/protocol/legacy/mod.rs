@@ -3,8 +3,8 @@
 //! knows: ListOffsets v0, CreateTopics v0-1, DeleteTopics v0, OffsetCommit
 //! v0-1, OffsetFetch v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0, Produce
 //! v0-v2 and Fetch v0-v3 (`produce_fetch`; their message sets are converted
-//! by `kshard_shards::log::legacy`).
-//! All are non-flexible versions; their layouts follow Kafka 3.9's JSON
+//! by `kshard_shards::log::legacy`), and AlterPartition v0-1
+//! (`alter_partition`, the only flexible ones). The others are non-flexible; their layouts follow Kafka 3.9's JSON
 //! message definitions.
 //!
 //! A request is decoded into the crate's struct of the next version up (the
@@ -16,6 +16,9 @@
 //! Decoding is bounds-checked: a count larger than the bytes left is refused
 //! before anything is allocated, and no input panics.
 
+mod alter_partition;
+#[cfg(test)]
+mod alter_partition_tests;
 mod produce_fetch;
 #[cfg(test)]
 mod produce_fetch_tests;
@@ -29,6 +32,10 @@ use std::any::Any;
 use bytes::BufMut;
 use kafka_protocol::messages::ApiKey;
 
+pub use alter_partition::{
+    AlterPartitionV0Partition, AlterPartitionV0PartitionResponse, AlterPartitionV0Request,
+    AlterPartitionV0Response, AlterPartitionV0Topic, AlterPartitionV0TopicResponse,
+};
 pub use requests::{ListOffsetsV0Partition, ListOffsetsV0Request, ListOffsetsV0Topic};
 pub use responses::{
     ListOffsetsV0PartitionResponse, ListOffsetsV0Response, ListOffsetsV0TopicResponse,
@@ -45,6 +52,7 @@ fn crate_min_version(key: ApiKey) -> Option<i16> {
         ApiKey::CreateTopics | ApiKey::OffsetCommit | ApiKey::OffsetForLeaderEpoch => Some(2),
         ApiKey::Produce => Some(3),
         ApiKey::Fetch => Some(4),
+        ApiKey::AlterPartition => Some(2),
         _ => None,
     }
 }
@@ -79,6 +87,9 @@ pub fn decode_request(
         ApiKey::DescribeConfigs => requests::describe_configs_v0(&mut r).map(|m| Box::new(m) as _),
         ApiKey::Produce => produce_fetch::produce(&mut r).map(|m| Box::new(m) as _),
         ApiKey::Fetch => produce_fetch::fetch(&mut r, version).map(|m| Box::new(m) as _),
+        ApiKey::AlterPartition => {
+            alter_partition::request(&mut r, version).map(|m| Box::new(m) as _)
+        }
         _ => return None,
     };
     Some(decoded.map_err(|e| format!("{key:?} v{version}: {e}")))
@@ -120,6 +131,10 @@ pub fn encode_response(
         }
         ApiKey::Produce => {
             produce_fetch::produce_response(&mut w, body.downcast_ref()?, version);
+            Ok(())
+        }
+        ApiKey::AlterPartition => {
+            alter_partition::response(&mut w, body.downcast_ref()?, version);
             Ok(())
         }
         _ => return None,
