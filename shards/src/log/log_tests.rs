@@ -287,7 +287,10 @@ fn offset_index_follows_kafkas_interval_rule() {
     let (last_off, last_pos) = expected[expected.len() - 1];
     let last_at = (expected.len() - 1) * 8;
     assert_eq!(&raw[last_at..last_at + 4], &(last_off as i32).to_be_bytes());
-    assert_eq!(&raw[last_at + 4..last_at + 8], &(last_pos as i32).to_be_bytes());
+    assert_eq!(
+        &raw[last_at + 4..last_at + 8],
+        &(last_pos as i32).to_be_bytes()
+    );
     assert!(raw[expected.len() * 8..].iter().all(|&b| b == 0));
     // Closed, the index is trimmed to exactly its entries.
     log.close().unwrap();
