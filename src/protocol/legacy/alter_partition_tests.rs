@@ -8,16 +8,7 @@ use super::alter_partition::*;
 use super::{decode_request, encode_response};
 
 fn golden(name: &str, version: i16) -> Vec<u8> {
-    let text = include_str!("testdata/alter_partition_golden.txt");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} {version} ")))
-        .unwrap_or_else(|| panic!("no golden vector {name} v{version}"));
-    let hex = line.rsplit(' ').next().unwrap();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
+    super::golden_vector(include_str!("testdata/alter_partition_golden.txt"), name, version)
 }
 
 fn request(version: i16) -> AlterPartitionV0Request {

@@ -146,6 +146,21 @@ pub fn encode_response(
     )
 }
 
+/// The bytes of one line of a golden-vector file (`<message> <version>
+/// <hex body>`, written by the generators in tests/legacy_golden).
+#[cfg(test)]
+fn golden_vector(text: &str, name: &str, version: i16) -> Vec<u8> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} {version} ")))
+        .unwrap_or_else(|| panic!("no golden vector {name} v{version}"));
+    let hex = line.rsplit(' ').next().unwrap();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 // Kafka caps every string at i16::MAX bytes.
 const MAX_STRING_BYTES: usize = i16::MAX as usize;
 

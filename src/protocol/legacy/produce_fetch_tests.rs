@@ -15,16 +15,7 @@ use crate::protocol::fetch_encoder::{
 use crate::protocol::Chunk;
 
 fn golden(name: &str, version: i16) -> Vec<u8> {
-    let text = include_str!("testdata/produce_fetch_golden.txt");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} {version} ")))
-        .unwrap_or_else(|| panic!("no golden vector {name} v{version}"));
-    let hex = line.rsplit(' ').next().unwrap();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
+    super::golden_vector(include_str!("testdata/produce_fetch_golden.txt"), name, version)
 }
 
 /// The magic-1 message of the samples: offset 0, timestamp 1000, "k" = "v".

@@ -45,16 +45,7 @@ fn tn(v: &str) -> TopicName {
 }
 
 fn golden(name: &str, version: i16) -> Vec<u8> {
-    let text = include_str!("testdata/golden.txt");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} {version} ")))
-        .unwrap_or_else(|| panic!("no golden vector {name} v{version}"));
-    let hex = line.rsplit(' ').next().unwrap();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
+    super::golden_vector(include_str!("testdata/golden.txt"), name, version)
 }
 
 fn decode<M: 'static>(key: ApiKey, version: i16, bytes: &[u8]) -> M {
