@@ -8,9 +8,9 @@ controller's watches came back), and no acknowledged record is lost.
 A restarted ZooKeeper restores its sessions from its data and gives each a
 fresh timeout, so clients that reconnect with their session id and password
 keep their session (and its ephemeral nodes) however long the server was
-down; Kafka's ZooKeeper client does. A frozen server expires every session
-whose timeout passed as soon as it runs again: the brokers then register
-under new sessions."""
+down; Kafka's ZooKeeper client does. A frozen server expires the sessions
+whose timeout passed once it runs again, unless a client's ping is read
+first: the brokers whose sessions expired register under new sessions."""
 
 import re
 import time
@@ -39,7 +39,11 @@ CASES = [
     ("stop", LONG_S, True),
     ("kill9", LONG_S, True),
     ("pause", SHORT_S, True),
-    ("pause", LONG_S, False),
+    # Paused past the session timeout, ZooKeeper expires each session, or
+    # keeps it when the client's ping is read before the expirer runs once
+    # the process resumes (its SessionTracker race, Kafka's brokers meet it
+    # too): either way every broker must end up registered.
+    ("pause", LONG_S, None),
 ]
 
 
@@ -141,5 +145,3 @@ def test_zk_outage(cluster, how, down_s, keeps_session):
     kept = {i for i in ids if before[i] == after[i]}
     if keeps_session:
         assert kept == set(ids), f"sessions {before} -> {after}: a short or restart outage keeps each session"
-    else:
-        assert not kept, f"sessions {before} -> {after}: ZooKeeper expired them, new ones must register"
