@@ -8,7 +8,11 @@ use super::alter_partition::*;
 use super::{decode_request, encode_response};
 
 fn golden(name: &str, version: i16) -> Vec<u8> {
-    super::golden_vector(include_str!("testdata/alter_partition_golden.txt"), name, version)
+    super::golden_vector(
+        include_str!("testdata/alter_partition_golden.txt"),
+        name,
+        version,
+    )
 }
 
 fn request(version: i16) -> AlterPartitionV0Request {

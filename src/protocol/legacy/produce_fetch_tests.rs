@@ -15,7 +15,11 @@ use crate::protocol::fetch_encoder::{
 use crate::protocol::Chunk;
 
 fn golden(name: &str, version: i16) -> Vec<u8> {
-    super::golden_vector(include_str!("testdata/produce_fetch_golden.txt"), name, version)
+    super::golden_vector(
+        include_str!("testdata/produce_fetch_golden.txt"),
+        name,
+        version,
+    )
 }
 
 /// The magic-1 message of the samples: offset 0, timestamp 1000, "k" = "v".
