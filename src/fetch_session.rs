@@ -60,7 +60,7 @@ impl FetchSessionCache {
     pub fn new(shard_id: usize, nr_shards: usize, max_sessions: usize) -> Self {
         assert!(shard_id < nr_shards);
         let seed = (std::process::id() as u64) << 32
-            ^ crate::shard_context::now_ms()
+            ^ crate::util::now_ms()
             ^ (shard_id as u64 * 0x9e37_79b9);
         FetchSessionCache {
             shard_id,

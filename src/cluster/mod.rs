@@ -6,13 +6,6 @@
 //! `ClusterHandle::zk_call`, which runs the blocking call on the ZooKeeper
 //! worker thread so no shard ever waits on the network.
 
-pub mod admin;
-pub mod alter_partition;
-pub mod broker_client;
-pub mod channel;
-pub mod controller;
-pub mod image;
-
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -36,7 +29,7 @@ pub struct ClusterHandle {
     /// The controller that sent it (for logs and Metadata before any UpdateMetadata).
     controller_id: AtomicI32,
     /// This broker's controller thread (active or not).
-    pub controller: controller::ControllerHandle,
+    pub controller: crate::controller::ControllerHandle,
     /// For the ZooKeeper session close at shutdown.
     zk: ZkClient,
     /// This broker's reserved producer ids: (next, end exclusive).
@@ -109,7 +102,9 @@ impl ClusterHandle {
         }
         let broker_id = self.broker_id;
         let block = self
-            .zk_call(move |zk| crate::controller::reserve_producer_id_block(zk, broker_id))
+            .zk_call(move |zk| {
+                crate::metadata::producer_ids::reserve_producer_id_block(zk, broker_id)
+            })
             .await;
         match block {
             Ok(Ok((start, end))) => {
@@ -186,121 +181,6 @@ fn resolve_broker_id(
     }
 }
 
-/// Outcome of one attempt at `/brokers/ids/<id>` (Kafka's
-/// checkedEphemeralCreate).
-enum Registration {
-    /// Created, or already there and owned by the current session (a create
-    /// whose reply was lost to a connection loss).
-    Done,
-    /// Held by another session.
-    HeldBy(i64),
-}
-
-fn try_register(
-    zk: &mut ZkClient,
-    config: &BrokerConfig,
-    broker_id: i32,
-    path: &str,
-) -> Result<Registration, String> {
-    loop {
-        let now = crate::shard_context::now_ms() as i64;
-        let created = topics::register_broker(
-            zk,
-            broker_id,
-            &config.advertised_listeners,
-            config.broker_rack.as_deref(),
-            now,
-        );
-        match created {
-            Ok(()) => return Ok(Registration::Done),
-            Err(StoreError::NodeExists(_)) => match zk.ephemeral_owner(path) {
-                Ok(Some(owner)) if owner == zk.session_id() => return Ok(Registration::Done),
-                Ok(Some(owner)) => return Ok(Registration::HeldBy(owner)),
-                // Gone while we looked: create again.
-                Ok(None) => continue,
-                Err(e) => return Err(format!("reading {path}: {e}")),
-            },
-            Err(e) => return Err(format!("registering {path}: {e}")),
-        }
-    }
-}
-
-/// Registers again under a new session (Kafka's registerBroker from
-/// afterInitializingSession), one attempt: false while the node still
-/// belongs to an older session. The node is ours in any case (our id, our
-/// listener), so the caller retries until that session's expiry removes it.
-pub fn reregister_broker(
-    zk: &mut ZkClient,
-    config: &BrokerConfig,
-    broker_id: i32,
-) -> Result<bool, String> {
-    let path = format!("/brokers/ids/{broker_id}");
-    match try_register(zk, config, broker_id, &path)? {
-        Registration::Done => Ok(true),
-        Registration::HeldBy(owner) => {
-            log::debug!(
-                "{path} is still held by ZooKeeper session 0x{owner:x} (current 0x{:x})",
-                zk.session_id()
-            );
-            Ok(false)
-        }
-    }
-}
-
-/// Registers `/brokers/ids/<id>` at start-up. A node left by this broker's
-/// previous session (same data, another owner) is waited out like Kafka
-/// does for the old session to expire; a live other broker with the id is
-/// an error.
-pub fn register_broker(
-    zk: &mut ZkClient,
-    config: &BrokerConfig,
-    broker_id: i32,
-) -> Result<(), String> {
-    let path = format!("/brokers/ids/{broker_id}");
-    // A killed predecessor's session ends within one session timeout of
-    // its last heartbeat; allow two for ZooKeeper's tick-based expiry.
-    let deadline = std::time::Instant::now()
-        + std::time::Duration::from_millis(2 * config.zookeeper_session_timeout_ms.max(0) as u64);
-    loop {
-        match try_register(zk, config, broker_id, &path)? {
-            Registration::Done => return Ok(()),
-            Registration::HeldBy(_) => {
-                let owner_alive = zk.exists(&path).is_some();
-                if owner_alive && std::time::Instant::now() >= deadline {
-                    return Err(format!(
-                        "Error while creating ephemeral at {path}, node already exists and owner does not match current session: \
-                         another broker is registered with broker.id {broker_id}"
-                    ));
-                }
-                if !owner_alive {
-                    continue;
-                }
-                // The holder may be our own previous incarnation (kill -9 and a quick
-                // restart): its session expires within the timeout. A live broker
-                // keeps it, and start-up fails.
-                if is_live_kafka_listener(zk, &path) {
-                    return Err(format!(
-                        "Error while creating ephemeral at {path}, node already exists and owner does not match current session: \
-                         broker.id {broker_id} is registered by a live broker"
-                    ));
-                }
-                thread::sleep(std::time::Duration::from_millis(200));
-            }
-        }
-    }
-}
-
-/// True when the endpoint in a broker registration answers the Kafka protocol.
-fn is_live_kafka_listener(zk: &mut ZkClient, path: &str) -> bool {
-    let Ok((data, _)) = zk.get(path) else {
-        return false;
-    };
-    let Some(info) = image::decode_broker_registration(0, &data) else {
-        return false;
-    };
-    crate::server::kafka_server_answers(&info.host, info.port)
-}
-
 /// Connects to ZooKeeper and makes this process a member of the cluster.
 /// Returns the handle and the config with the resolved `broker.id`.
 pub fn start(
@@ -332,13 +212,13 @@ pub fn start(
     let broker_id = resolve_broker_id(&config, &meta, &mut zk)?;
     config.broker_id = broker_id;
     crate::server::write_meta_properties(log_dir, broker_id, &cluster_id)?;
-    register_broker(&mut zk, &config, broker_id)?;
+    crate::zk::broker_registration::register_broker(&mut zk, &config, broker_id)?;
     log::info!(
         "registered broker {broker_id} at /brokers/ids/{broker_id} (cluster {cluster_id}, ZooKeeper session {:#x})",
         zk.session_id()
     );
     let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded::<Job>();
-    let controller = controller::spawn(zk.clone(), Arc::new(config.clone()))?;
+    let controller = crate::controller::spawn(zk.clone(), Arc::new(config.clone()))?;
     let handle = Arc::new(ClusterHandle {
         controller,
         zk: zk.clone(),
@@ -382,7 +262,7 @@ pub fn controlled_shutdown(
     for attempt in 1..=attempts {
         let outcome = (|| -> Result<Vec<(String, i32)>, String> {
             let (data, _) = zk
-                .get(controller::CONTROLLER_PATH)
+                .get(crate::controller::CONTROLLER_PATH)
                 .map_err(|e| format!("no controller: {e}"))?;
             let v: serde_json::Value = serde_json::from_slice(&data).map_err(|e| e.to_string())?;
             let controller_id = v
@@ -392,12 +272,12 @@ pub fn controlled_shutdown(
             let (reg, _) = zk
                 .get(&format!("/brokers/ids/{controller_id}"))
                 .map_err(|e| format!("controller {controller_id} not registered: {e}"))?;
-            let reg = image::decode_broker_registration(controller_id, &reg)
+            let reg = crate::metadata::image::decode_broker_registration(controller_id, &reg)
                 .ok_or("unreadable controller registration")?;
             let ep = reg
                 .endpoint(&config.inter_broker_listener_name)
                 .unwrap_or(&reg.endpoints[0]);
-            let req = channel::QueuedRequest::new(
+            let req = crate::controller::channel::QueuedRequest::new(
                 CONTROLLED_SHUTDOWN_API_KEY,
                 version,
                 &ControlledShutdownRequest {
@@ -406,7 +286,7 @@ pub fn controlled_shutdown(
                 },
                 None,
             )?;
-            let body = channel::blocking_request(
+            let body = crate::controller::channel::blocking_request(
                 &ep.host,
                 ep.port,
                 &req,

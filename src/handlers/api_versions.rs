@@ -7,8 +7,8 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::ApiVersionsResponse;
 
 use super::{respond, HandlerResult};
+use crate::handlers::KafkaApis;
 use crate::protocol::{errors, Request, SUPPORTED_APIS};
-use crate::shard_context::ShardContext;
 
 fn api_list() -> Vec<ApiVersion> {
     SUPPORTED_APIS
@@ -44,7 +44,7 @@ fn inter_broker_list() -> Vec<ApiVersion> {
     .collect()
 }
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut apis = api_list();
     if ctx.cluster.is_none() {
         apis.retain(|a| a.api_key != kafka_protocol::messages::ApiKey::AlterPartition as i16);

@@ -16,10 +16,10 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::admin_limits::{check_partitions_per_request, create_partitions_added};
-use crate::controller;
+use crate::admin::embedded;
+use crate::admin::limits::{check_partitions_per_request, create_partitions_added};
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 /// What to do with each request entry, in request order.
 #[derive(Debug, PartialEq)]
@@ -71,7 +71,7 @@ fn result(
         .with_error_message(message.map(StrBytes::from_string))
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: CreatePartitionsRequest = decode_body(req)?;
     let added = create_partitions_added(&request.topics, &ctx.metadata.image());
     if let Err((code, message)) = check_partitions_per_request(added) {
@@ -94,8 +94,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 Some("Duplicate topic in request.".to_string()),
             ),
             Plan::Create => {
-                let r = controller::create_partitions(
-                    ctx,
+                let r = embedded::create_partitions(
+                    &ctx.admin,
                     t.name.0.as_str(),
                     t.count,
                     assignment(t),

@@ -19,17 +19,17 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{respond, HandlerResult};
-use crate::admin_limits::{check_partitions_per_request, create_topics_partitions};
+use crate::admin::embedded::{self, NewTopic};
+use crate::admin::limits::{check_partitions_per_request, create_topics_partitions};
 use crate::config::topic_config_entries;
-use crate::controller::{self, NewTopic};
-use crate::metadata_cache::TopicInfo;
+use crate::handlers::KafkaApis;
+use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 /// First version whose results carry partitions, replication and configs.
 const VERSION_WITH_CONFIGS: i16 = 5;
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: CreateTopicsRequest = decode_body(req)?;
     let validate_only = request.validate_only;
     let partitions = create_topics_partitions(&request.topics, ctx.config.num_partitions);
@@ -58,7 +58,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             match to_new_topic(t) {
                 Err((code, message)) => failed(code, Some(message)),
                 Ok(new_topic) => {
-                    match controller::create_topic(ctx, new_topic, validate_only).await {
+                    match embedded::create_topic(&ctx.admin, new_topic, validate_only).await {
                         // Kafka (ZooKeeper mode) creates the topic but does not wait
                         // for it without a positive timeout.
                         Ok(_) if !validate_only && request.timeout_ms <= 0 => {
@@ -147,7 +147,7 @@ fn failed(code: i16, message: Option<String>) -> CreatableTopicResult {
 }
 
 fn created(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     info: &TopicInfo,
     validate_only: bool,
     version: i16,
@@ -178,7 +178,7 @@ fn created(
 
 /// The topic's full config view, without synonyms or documentation.
 fn topic_configs(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<CreatableTopicConfigs> {
     topic_config_entries(&ctx.config, overrides)

@@ -7,14 +7,13 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, Request};
-use crate::shard_context::ShardContext;
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: DeleteGroupsRequest = decode_body(req)?;
     let ids: Vec<String> = r.groups_names.iter().map(|g| g.0.to_string()).collect();
-    let errors = with_coordinator(ctx, |c, log, now| c.delete_groups(log, &ids, now))?;
+    let errors = ctx.with_coordinator(|c, log, now| c.delete_groups(log, &ids, now))?;
     let results = r
         .groups_names
         .iter()

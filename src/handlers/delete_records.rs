@@ -11,16 +11,15 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::{respond, HandlerResult};
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::ShardGroups;
+use crate::replica::{DeleteRecordsPart, DeleteRecordsPartResult};
+use crate::router::ShardGroups;
+use crate::router::{ShardRequest, ShardResponse};
 
-/// DeleteRecordsResponse.INVALID_LOW_WATERMARK.
-const INVALID_LOW_WATERMARK: i64 = -1;
+type PartResult = DeleteRecordsPartResult;
 
-type PartResult = (i16, i64);
-
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DeleteRecordsRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut results: Vec<Option<PartResult>> = Vec::new();
@@ -32,23 +31,31 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             let idx = results.len();
             results.push(None);
             if p.partition_index < 0 || p.partition_index as usize >= count {
-                results[idx] = Some((errors::UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK));
+                results[idx] = Some(PartResult::failed(errors::UNKNOWN_TOPIC_OR_PARTITION));
                 continue;
             }
             let owner = ctx.owner_of(name, p.partition_index);
-            by_shard.push(owner, idx, (name.to_string(), p.partition_index, p.offset));
+            by_shard.push(
+                owner,
+                idx,
+                DeleteRecordsPart {
+                    topic: name.to_string(),
+                    partition: p.partition_index,
+                    offset: p.offset,
+                },
+            );
         }
     }
     by_shard
         .run(
-            ctx,
+            &ctx.router,
             &mut results,
             |parts| ShardRequest::DeleteRecords { parts },
             |r| match r {
                 ShardResponse::DeleteRecords(r) => Some(r),
                 _ => None,
             },
-            || (errors::NOT_LEADER_OR_FOLLOWER, INVALID_LOW_WATERMARK),
+            || PartResult::failed(errors::NOT_LEADER_OR_FOLLOWER),
         )
         .await;
     let mut it = results.into_iter();
@@ -60,12 +67,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error_code, low_watermark) =
-                        it.next().flatten().expect("every partition answered");
+                    let r = it.next().flatten().expect("every partition answered");
                     DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(error_code)
-                        .with_low_watermark(low_watermark)
+                        .with_error_code(r.error_code)
+                        .with_low_watermark(r.low_watermark)
                 })
                 .collect();
             DeleteRecordsTopicResult::default()

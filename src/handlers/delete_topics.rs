@@ -16,9 +16,9 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{respond, HandlerResult};
-use crate::controller;
+use crate::admin::embedded;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 /// First version that may name topics by id.
 const VERSION_WITH_TOPIC_IDS: i16 = 6;
@@ -94,7 +94,7 @@ fn result(
         .with_error_message(message.map(StrBytes::from_string))
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DeleteTopicsRequest = decode_body(req)?;
     let entries = entries(&request, req.api_version);
     let mut responses = Vec::with_capacity(entries.len());
@@ -134,10 +134,16 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         let outcome = if image.topic(&name).is_none() {
             (errors::UNKNOWN_TOPIC_OR_PARTITION, None)
         } else {
-            match controller::delete_topic(ctx, &name).await {
-                // Deleted, but Kafka does not wait for it without a positive timeout.
-                Ok(_) if request.timeout_ms <= 0 => (errors::REQUEST_TIMED_OUT, None),
-                Ok(_) => (errors::NONE, None),
+            match embedded::delete_topic(&ctx.admin, &name).await {
+                Ok(_) => {
+                    remove_committed_offsets(ctx, &name);
+                    // Deleted, but Kafka does not wait for it without a positive timeout.
+                    if request.timeout_ms <= 0 {
+                        (errors::REQUEST_TIMED_OUT, None)
+                    } else {
+                        (errors::NONE, None)
+                    }
+                }
                 Err((code, message)) => (code, Some(message)),
             }
         };
@@ -149,6 +155,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         req,
         &DeleteTopicsResponse::default().with_responses(responses),
     )
+}
+
+/// Committed offsets of a deleted topic go too, as in Kafka (on a single
+/// broker; a cluster has no group coordinator yet).
+fn remove_committed_offsets(ctx: &KafkaApis, topic: &str) {
+    if ctx.cluster.is_some() {
+        return;
+    }
+    if let Err(e) = ctx.with_coordinator(|c, log, now| c.on_topic_deleted(log, topic, now)) {
+        log::warn!("removing committed offsets of deleted topic {topic}: {e}");
+    }
 }
 
 #[cfg(test)]

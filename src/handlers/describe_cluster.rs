@@ -11,9 +11,9 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::metadata_cache::MetadataImage;
+use crate::handlers::KafkaApis;
+use crate::metadata::metadata_cache::MetadataImage;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
 const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
@@ -37,7 +37,7 @@ fn operations_bit_field(ops: &[u8]) -> i32 {
     })
 }
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DescribeClusterRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     respond(req, &describe(&request, req.api_version, &image))
@@ -101,7 +101,7 @@ fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metadata_cache::BrokerInfo;
+    use crate::metadata::metadata_cache::BrokerInfo;
 
     fn image() -> MetadataImage {
         MetadataImage {

@@ -16,10 +16,10 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
 use crate::config::{broker_config_entries, topic_config_entries, BrokerConfig, ConfigEntry};
+use crate::handlers::KafkaApis;
+use crate::metadata::metadata_cache::MetadataImage;
 use crate::metadata::topics::validate_topic_name;
-use crate::metadata_cache::MetadataImage;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -27,7 +27,7 @@ pub const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// DescribeConfigsResponse.ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG.
 const SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG: i8 = 6;
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DescribeConfigsRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let options = Options {
@@ -198,7 +198,7 @@ mod tests {
 
     use crate::config::defs::{SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG};
     use crate::config::topic::TopicConfig;
-    use crate::metadata_cache::TopicInfo;
+    use crate::metadata::metadata_cache::TopicInfo;
 
     fn config() -> BrokerConfig {
         BrokerConfig::from_map(&BTreeMap::new()).unwrap()

@@ -9,15 +9,14 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, Request};
-use crate::shard_context::ShardContext;
 
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 /// No authorizer: every group operation (READ 3, DELETE 6, DESCRIBE 8).
 const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: DescribeGroupsRequest = decode_body(req)?;
     let operations = if r.include_authorized_operations {
         GROUP_OPERATIONS
@@ -26,7 +25,7 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     };
     let mut groups = Vec::with_capacity(r.groups.len());
     for gid in &r.groups {
-        let (error, d) = with_coordinator(ctx, |c, _, _| c.describe_group(&gid.0))?;
+        let (error, d) = ctx.with_coordinator(|c, _, _| c.describe_group(&gid.0))?;
         let members = d
             .members
             .into_iter()

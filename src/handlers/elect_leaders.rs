@@ -11,9 +11,9 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::cluster::controller::{ControllerRequest, ElectionResult};
+use crate::controller::{ControllerRequest, ElectionResult};
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 fn results_body(results: Vec<ElectionResult>) -> Vec<ReplicaElectionResult> {
     let mut out: Vec<ReplicaElectionResult> = Vec::new();
@@ -34,7 +34,7 @@ fn results_body(results: Vec<ElectionResult>) -> Vec<ReplicaElectionResult> {
     out
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ElectLeadersRequest = decode_body(req)?;
     let election_type = if req.api_version >= 1 {
         request.election_type

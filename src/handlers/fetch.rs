@@ -11,13 +11,15 @@ use uuid::Uuid;
 use super::legacy_format::{self, Converted};
 use super::HandlerResult;
 use crate::fetch_session::{CachedPartition, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
+use crate::handlers::KafkaApis;
 use crate::protocol::fetch_encoder::{
     encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsData,
 };
 use crate::protocol::{decode_body, errors, Request};
-use crate::replica_manager::{FetchBudget, FetchPart, FetchPartResult};
-use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::{wait_for_data, ShardGroups};
+use crate::replica::{FetchBudget, FetchPart, FetchPartResult};
+use crate::router::{wait_for_data, ShardGroups};
+use crate::router::{ShardRequest, ShardResponse};
+use crate::util::now_ms;
 use kshard_shards::log::batch::RECORD_BATCH_OVERHEAD;
 
 /// One partition to answer for, in response order.
@@ -88,7 +90,7 @@ fn shard_failed() -> FetchPartResult {
 /// Reads every wanted partition on its owning shard, all shards at once;
 /// each shard applies `budget` to its own partitions in request order.
 async fn read_all(
-    ctx: &Rc<ShardContext>,
+    ctx: &Rc<KafkaApis>,
     wanted: &[Wanted],
     isolation_level: i8,
     replica_id: i32,
@@ -107,7 +109,7 @@ async fn read_all(
     }
     by_shard
         .run(
-            ctx,
+            &ctx.router,
             &mut out,
             |parts| ShardRequest::Fetch {
                 parts,
@@ -129,7 +131,7 @@ async fn read_all(
 /// returned more than what the partitions before it (on every shard) left
 /// is read again with what is left. Returns the bytes read.
 async fn read_limited(
-    ctx: &Rc<ShardContext>,
+    ctx: &Rc<KafkaApis>,
     wanted: &[Wanted],
     isolation_level: i8,
     replica_id: i32,
@@ -166,7 +168,7 @@ async fn read_limited(
             budget: left,
         };
         let owner = ctx.owner_of(&w.topic, w.partition);
-        let reread = match ctx.run_on(owner, request).await {
+        let reread = match ctx.router.run_on(owner, request).await {
             Ok(ShardResponse::Fetch(mut v)) if v.len() == 1 => v.pop().unwrap_or_else(shard_failed),
             _ => shard_failed(),
         };
@@ -181,7 +183,7 @@ async fn read_limited(
 /// The partitions named in the request, in order. A partition named twice
 /// is one entry where it first appears with its last fetch position, as in
 /// Kafka, whose FetchRequest collects them into a map.
-fn requested_partitions(ctx: &ShardContext, version: i16, request: &FetchRequest) -> Vec<Wanted> {
+fn requested_partitions(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> Vec<Wanted> {
     let image = ctx.metadata.image();
     let use_ids = version >= 13;
     let mut requested: IndexMap<(String, Uuid, i32), Wanted> = IndexMap::new();
@@ -236,7 +238,7 @@ struct SessionPlan {
 /// KIP-227: decides which session this is and which partitions to read;
 /// Err is the session error code to answer with.
 fn plan_session(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     version: i16,
     request: &FetchRequest,
     requested: Vec<Wanted>,
@@ -318,7 +320,7 @@ fn plan_session(
 /// Kafka's limits for one fetch: `max_bytes` capped by the broker's
 /// `fetch.max.bytes`, `min_bytes` by that; Fetch v0-v2 (no `max_bytes`)
 /// never exceed the limit, later versions by the first batch only.
-fn fetch_limits(ctx: &ShardContext, version: i16, request: &FetchRequest) -> (FetchBudget, u64) {
+fn fetch_limits(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> (FetchBudget, u64) {
     let max_bytes = request.max_bytes.min(ctx.config.fetch_max_bytes).max(0);
     let min_bytes = request.min_bytes.min(max_bytes).max(0);
     (
@@ -330,7 +332,7 @@ fn fetch_limits(ctx: &ShardContext, version: i16, request: &FetchRequest) -> (Fe
 /// Parks the fetch until its partitions hold `min_bytes` (Kafka's
 /// DelayedFetch), on every shard that owns one.
 async fn wait_for_min_bytes(
-    ctx: &Rc<ShardContext>,
+    ctx: &Rc<KafkaApis>,
     wanted: &[Wanted],
     replica_id: i32,
     max_wait_ms: u64,
@@ -345,10 +347,10 @@ async fn wait_for_min_bytes(
         .enumerate()
         .filter(|(_, v)| !v.is_empty())
         .collect();
-    wait_for_data(ctx, by_shard, max_wait_ms, min_bytes).await;
+    wait_for_data(&ctx.router, by_shard, max_wait_ms, min_bytes).await;
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: FetchRequest = decode_body(req)?;
     // A follower names itself by replica id (v15+: in replica_state).
     let replica_id = if req.api_version >= 15 {
@@ -405,7 +407,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
 /// Fetch v0-v1 read magic 0, v2-v3 magic 1: every partition's records are
 /// down-converted, in request order.
 async fn down_convert_all(
-    ctx: &Rc<ShardContext>,
+    ctx: &Rc<KafkaApis>,
     version: i16,
     wanted: &[Wanted],
     results: &[Option<FetchPartResult>],
@@ -447,7 +449,7 @@ fn error_partition(w: &Wanted, read_uncommitted: bool) -> FetchPartitionData {
 
 /// Builds the response topics; incremental sessions report only what changed.
 fn response_topics(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     plan: &SessionPlan,
     results: Vec<Option<FetchPartResult>>,
     isolation_level: i8,

@@ -15,8 +15,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
 use crate::coordinator::OFFSETS_TOPIC;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 const GROUP_KEY_TYPE: i8 = 0;
 const TRANSACTION_KEY_TYPE: i8 = 1;
@@ -34,7 +34,7 @@ struct Found {
     port: i32,
 }
 
-fn find(ctx: &ShardContext, key_type: i8, version: i16) -> Found {
+fn find(ctx: &KafkaApis, key_type: i8, version: i16) -> Found {
     let fail = |error: i16, message: &str| Found {
         error,
         message: Some(message.to_string()),
@@ -80,7 +80,7 @@ fn find(ctx: &ShardContext, key_type: i8, version: i16) -> Found {
     }
 }
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: FindCoordinatorRequest = decode_body(req)?;
     let mut response = FindCoordinatorResponse::default();
     if req.api_version >= BATCHED_VERSION {

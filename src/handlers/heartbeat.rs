@@ -5,13 +5,12 @@ use std::rc::Rc;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, Request};
-use crate::shard_context::ShardContext;
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: HeartbeatRequest = decode_body(req)?;
-    let error = with_coordinator(ctx, |c, log, now| {
+    let error = ctx.with_coordinator(|c, log, now| {
         c.heartbeat(
             log,
             &r.group_id.0,

@@ -18,8 +18,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::{respond, HandlerResult};
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::{ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// RecordBatch.NO_PRODUCER_ID and NO_PRODUCER_EPOCH.
 const NO_PRODUCER_ID: i64 = -1;
@@ -56,11 +57,12 @@ fn response(error_code: i16, producer_id: i64, producer_epoch: i16) -> InitProdu
         .with_producer_epoch(producer_epoch)
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: InitProducerIdRequest = decode_body(req)?;
     let body = match decide(&request) {
         Decision::Fail(code) => response(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
         Decision::Allocate => match ctx
+            .router
             .run_on(CONTROLLER_SHARD, ShardRequest::AllocateProducerId)
             .await
         {

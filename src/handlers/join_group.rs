@@ -10,9 +10,8 @@ use kafka_protocol::protocol::StrBytes;
 use super::{respond, HandlerResult};
 use crate::coordinator::group::JoinResult;
 use crate::coordinator::group_coordinator::JoinParams;
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 /// From v4 a first join gets MEMBER_ID_REQUIRED (KIP-394).
 const KNOWN_MEMBER_ID_VERSION: i16 = 4;
@@ -20,7 +19,7 @@ const KNOWN_MEMBER_ID_VERSION: i16 = 4;
 const PROTOCOL_IN_RESPONSE_VERSION: i16 = 7;
 const SKIP_ASSIGNMENT_VERSION: i16 = 9;
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: JoinGroupRequest = decode_body(req)?;
     let member_id = r.member_id.to_string();
     let params = JoinParams {
@@ -50,7 +49,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
         require_known_member_id: req.api_version >= KNOWN_MEMBER_ID_VERSION,
         supports_skip_assignment: req.api_version >= SKIP_ASSIGNMENT_VERSION,
     };
-    let rx = with_coordinator(ctx, |c, log, now| c.join_group(log, params, now))?;
+    let rx = ctx.with_coordinator(|c, log, now| c.join_group(log, params, now))?;
     // A JoinGroup superseded by a newer one from the same member: rejoin.
     let result = rx
         .await

@@ -7,13 +7,12 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 const BATCH_VERSION: i16 = 3;
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: LeaveGroupRequest = decode_body(req)?;
     let batch = req.api_version >= BATCH_VERSION;
     let leaving: Vec<(String, Option<String>)> = if batch {
@@ -29,9 +28,8 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     } else {
         vec![(r.member_id.to_string(), None)]
     };
-    let (top, per_member) = with_coordinator(ctx, |c, log, now| {
-        c.leave_group(log, &r.group_id.0, &leaving, now)
-    })?;
+    let (top, per_member) =
+        ctx.with_coordinator(|c, log, now| c.leave_group(log, &r.group_id.0, &leaving, now))?;
     let mut response = LeaveGroupResponse::default().with_error_code(top);
     if batch {
         if top == errors::NONE {

@@ -13,12 +13,13 @@ use kshard_shards::log::legacy::up_convert::{up_convert, UpConverted};
 use kshard_shards::log::legacy::RECORD_OVERHEAD_V0;
 use kshard_shards::log::{read_slice_bytes, FileSlice};
 
-use crate::metadata_cache::TopicInfo;
-use crate::partition::validation_config_of;
+use crate::handlers::KafkaApis;
+use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
 use crate::protocol::fetch_encoder::{FetchTopicData, RecordsData};
-use crate::replica_manager::FetchPartResult;
-use crate::shard_context::{now_ms, ShardContext};
+use crate::replica::partition::validation_config_of;
+use crate::replica::FetchPartResult;
+use crate::util::now_ms;
 
 /// Kafka's UNSUPPORTED_COMPRESSION_TYPE.
 const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
@@ -66,7 +67,7 @@ pub enum Converted {
 
 /// One partition read for Fetch v0-v3 (`to_magic` 0 for v0-v1, 1 for v2-v3).
 pub async fn down_convert_partition(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     topic: &str,
     partition: i32,
     fetch_offset: i64,
@@ -104,13 +105,17 @@ pub async fn down_convert_partition(
 
 /// A slice's bytes in memory: from the tail cache, the shard's read cache
 /// (direct mode) or the page cache.
-async fn slice_bytes(ctx: &ShardContext, slice: &FileSlice) -> std::io::Result<Vec<u8>> {
+async fn slice_bytes(ctx: &KafkaApis, slice: &FileSlice) -> std::io::Result<Vec<u8>> {
     if slice.cached.is_some() || !slice.direct {
         return read_slice_bytes(slice);
     }
     let mut out = Vec::with_capacity(slice.len as usize);
-    for pos in crate::server::sendfile::chunk_starts(slice) {
-        let data = ctx.read_cache.read_chunk(slice, pos).await?;
+    for pos in kshard_shards::log::read_cache::chunk_starts(slice) {
+        let data = ctx
+            .replica_manager
+            .read_cache
+            .read_chunk(slice, pos)
+            .await?;
         out.extend_from_slice(&data);
     }
     Ok(out)

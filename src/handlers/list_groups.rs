@@ -8,20 +8,19 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, Request};
-use crate::shard_context::ShardContext;
 
 const CLASSIC_GROUP_TYPE: &str = "classic";
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: ListGroupsRequest = decode_body(req)?;
     let states: Vec<String> = r.states_filter.iter().map(|s| s.to_string()).collect();
     let type_ok = r.types_filter.is_empty()
         || r.types_filter
             .iter()
             .any(|t| t.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
-    let (error, groups) = with_coordinator(ctx, |c, _, _| c.list_groups(&states))?;
+    let (error, groups) = ctx.with_coordinator(|c, _, _| c.list_groups(&states))?;
     let groups = if type_ok { groups } else { Vec::new() };
     let listed = groups
         .into_iter()

@@ -12,17 +12,18 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::{respond, HandlerResult};
+use crate::handlers::KafkaApis;
 use crate::protocol::legacy::{
     ListOffsetsV0PartitionResponse, ListOffsetsV0Request, ListOffsetsV0Response,
     ListOffsetsV0TopicResponse,
 };
 use crate::protocol::{decode_body, errors, Request};
-use crate::replica_manager::{
+use crate::replica::{
     LegacyListOffsetsPart, ListOffsetsPart, ListOffsetsPartResult, EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
 };
-use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::ShardGroups;
+use crate::router::ShardGroups;
+use crate::router::{ShardRequest, ShardResponse};
 
 /// The first version that may ask for each special (negative) timestamp.
 fn timestamp_min_version(timestamp: i64) -> Option<i16> {
@@ -62,7 +63,7 @@ fn request_error(duplicate: bool, version: i16, p: &ListOffsetsPartition) -> Opt
     None
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     if req.api_version == 0 {
         return handle_v0(ctx, req).await;
     }
@@ -106,7 +107,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let isolation_level = request.isolation_level;
     by_shard
         .run(
-            ctx,
+            &ctx.router,
             &mut results,
             |parts| ShardRequest::ListOffsets {
                 parts,
@@ -152,7 +153,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
 }
 
 /// Version 0: per partition, up to `max_num_offsets` segment offsets.
-async fn handle_v0(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+async fn handle_v0(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ListOffsetsV0Request = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut results: Vec<Option<Result<Vec<i64>, i16>>> = Vec::new();
@@ -181,7 +182,7 @@ async fn handle_v0(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     }
     by_shard
         .run(
-            ctx,
+            &ctx.router,
             &mut results,
             |parts| ShardRequest::LegacyListOffsets { parts },
             |r| match r {

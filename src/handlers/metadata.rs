@@ -14,9 +14,10 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{respond, HandlerResult};
-use crate::metadata_cache::TopicInfo;
+use crate::handlers::KafkaApis;
+use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::{ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 fn topic_entry(t: &TopicInfo, v: i16) -> MetadataResponseTopic {
     let partitions = t
@@ -62,7 +63,7 @@ fn error_entry(name: Option<&str>, topic_id: Uuid, code: i16, v: i16) -> Metadat
         .with_topic_id(topic_id)
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut request: MetadataRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     // v0: an empty list means all topics; v1+: null means all topics.
@@ -159,12 +160,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
 }
 
 /// Queues unknown topics for creation on the controller shard; returns at once.
-async fn request_auto_creation(ctx: &Rc<ShardContext>, missing: Vec<String>) {
+async fn request_auto_creation(ctx: &Rc<KafkaApis>, missing: Vec<String>) {
     let n = missing.len();
     let codes = if ctx.shard_id == CONTROLLER_SHARD {
-        crate::controller::auto_create_topics(ctx, &missing).await
+        crate::admin::embedded::auto_create_topics(&ctx.admin, &missing).await
     } else {
         match ctx
+            .router
             .call(
                 CONTROLLER_SHARD,
                 ShardRequest::AutoCreateTopics { names: missing },

@@ -2,9 +2,7 @@
 //! connection's shard; admin APIs that change metadata are forwarded to the
 //! controller shard and run there by `controller_dispatch`.
 
-pub mod alter_partition;
 pub mod api_versions;
-pub mod controlled_shutdown;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -20,7 +18,6 @@ pub mod heartbeat;
 pub mod init_producer_id;
 pub mod inter_broker;
 pub mod join_group;
-pub mod leader_and_isr;
 pub mod leave_group;
 mod legacy_format;
 pub mod list_groups;
@@ -31,18 +28,72 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
-pub mod stop_replica;
 pub mod sync_group;
-pub mod update_metadata;
 pub mod zk_offsets;
 
+use std::cell::RefCell;
+use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::Encodable;
 
+use crate::admin::TopicAdmin;
+use crate::cluster::ClusterHandle;
+use crate::config::BrokerConfig;
+use crate::coordinator::runtime::CoordinatorRuntime;
+use crate::coordinator::{GroupCoordinator, OffsetsLog};
+use crate::fetch_session::FetchSessionCache;
+use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::{encode_response, Request, Response};
-use crate::shard_context::{ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::replica::ReplicaManager;
+use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+
+/// Kafka's `KafkaApis` for one shard: what the request handlers reach. The
+/// services are owned by the layers below; this only holds them.
+pub struct KafkaApis {
+    pub shard_id: usize,
+    pub nr_shards: usize,
+    pub config: Arc<BrokerConfig>,
+    pub log_dir: PathBuf,
+    pub metadata: Arc<MetadataCache>,
+    pub router: Rc<Router>,
+    pub replica_manager: Rc<ReplicaManager>,
+    pub admin: Rc<TopicAdmin>,
+    /// The group coordinator; only on the controller shard.
+    pub coordinator: Option<Rc<CoordinatorRuntime>>,
+    /// Cluster mode (`zookeeper.connect`): ids, ZooKeeper and the controller thread.
+    pub cluster: Option<Arc<ClusterHandle>>,
+    pub fetch_sessions: RefCell<FetchSessionCache>,
+}
+
+impl KafkaApis {
+    /// The broker id this process runs as.
+    pub fn broker_id(&self) -> i32 {
+        self.replica_manager.broker_id
+    }
+
+    #[inline]
+    pub fn owner_of(&self, topic: &str, partition: i32) -> usize {
+        self.router.owner_of(topic, partition)
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.router.is_shutting_down()
+    }
+
+    /// Runs `f` on this shard's group coordinator; Err off the controller shard.
+    pub fn with_coordinator<R>(
+        &self,
+        f: impl FnOnce(&mut GroupCoordinator, &mut dyn OffsetsLog, i64) -> R,
+    ) -> Result<R, String> {
+        match &self.coordinator {
+            Some(c) => Ok(c.with_coordinator(f)),
+            None => Err("the group coordinator runs on the controller shard".to_string()),
+        }
+    }
+}
 
 /// `Ok(None)`: no response (acks=0 produce). `Err`: close the connection.
 pub type HandlerResult = Result<Option<Response>, String>;
@@ -57,7 +108,7 @@ pub fn respond<M: Encodable + 'static>(req: &Request, body: &M) -> HandlerResult
     .map(|b| Some(Response::from_bytes(b)))
 }
 
-pub async fn dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
+pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
     match req.api_key {
         ApiKey::ApiVersions => api_versions::handle(ctx, &req),
         ApiKey::Metadata => metadata::handle(ctx, &req).await,
@@ -71,7 +122,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req),
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
-        ApiKey::AlterPartition => alter_partition::handle(ctx, &req).await,
+        ApiKey::AlterPartition => inter_broker::alter_partition::handle(ctx, &req).await,
         ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::CreatePartitions => {
             forward_to_controller(ctx, req).await
         }
@@ -91,11 +142,12 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
 }
 
 /// Runs a metadata-changing request on the controller shard.
-async fn forward_to_controller(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
+async fn forward_to_controller(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
     if ctx.shard_id == CONTROLLER_SHARD {
         return controller_dispatch(ctx, req).await;
     }
     let r = ctx
+        .router
         .call(CONTROLLER_SHARD, ShardRequest::Forward { req })
         .await
         .map_err(|_| "controller shard unavailable".to_string())?;
@@ -106,7 +158,7 @@ async fn forward_to_controller(ctx: &Rc<ShardContext>, req: Request) -> HandlerR
 }
 
 /// The admin handlers; only ever called on the controller shard.
-pub async fn controller_dispatch(ctx: &Rc<ShardContext>, req: Request) -> HandlerResult {
+pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
     assert_eq!(ctx.shard_id, CONTROLLER_SHARD);
     match req.api_key {
         ApiKey::CreateTopics => create_topics::handle(ctx, &req).await,

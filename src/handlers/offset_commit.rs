@@ -12,14 +12,13 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::{respond, HandlerResult};
 use crate::coordinator::offsets::CommitPart;
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 /// Versions 2-4 carry a retention time (-1: the broker default).
 const LAST_RETENTION_VERSION: i16 = 4;
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetCommitRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut parts = Vec::new();
@@ -51,7 +50,7 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     } else {
         -1
     };
-    let results = with_coordinator(ctx, |c, log, now| {
+    let results = ctx.with_coordinator(|c, log, now| {
         c.commit_offsets(
             log,
             &r.group_id.0,

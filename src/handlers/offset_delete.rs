@@ -11,11 +11,10 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetDeleteRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut parts = Vec::new();
@@ -35,9 +34,8 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 .collect(),
         );
     }
-    let (group_error, results) = with_coordinator(ctx, |c, log, now| {
-        c.delete_offsets(log, &r.group_id.0, &parts, now)
-    })?;
+    let (group_error, results) =
+        ctx.with_coordinator(|c, log, now| c.delete_offsets(log, &r.group_id.0, &parts, now))?;
     if group_error != errors::NONE {
         return respond(
             req,

@@ -13,9 +13,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
 use crate::coordinator::offsets::OffsetRow;
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, Request};
-use crate::shard_context::ShardContext;
 
 const MULTI_GROUP_VERSION: i16 = 8;
 /// v0/1 have no top-level error: a group error goes on every partition.
@@ -39,7 +38,7 @@ fn by_topic<T>(
     out
 }
 
-pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetFetchRequest = decode_body(req)?;
     let v = req.api_version;
     if v >= MULTI_GROUP_VERSION {
@@ -54,9 +53,8 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                     })
                     .collect()
             });
-            let (error, rows): Fetched = with_coordinator(ctx, |c, _, _| {
-                c.fetch_offsets(&g.group_id.0, asked.as_deref())
-            })?;
+            let (error, rows): Fetched =
+                ctx.with_coordinator(|c, _, _| c.fetch_offsets(&g.group_id.0, asked.as_deref()))?;
             let topics = by_topic(rows, |p, o, e, m| {
                 OffsetFetchResponsePartitions::default()
                     .with_partition_index(p)
@@ -89,9 +87,8 @@ pub fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             })
             .collect()
     });
-    let (error, mut rows): Fetched = with_coordinator(ctx, |c, _, _| {
-        c.fetch_offsets(&r.group_id.0, asked.as_deref())
-    })?;
+    let (error, mut rows): Fetched =
+        ctx.with_coordinator(|c, _, _| c.fetch_offsets(&r.group_id.0, asked.as_deref()))?;
     let per_partition_error = if v < TOP_LEVEL_ERROR_VERSION {
         error
     } else {

@@ -10,17 +10,16 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::{respond, HandlerResult};
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::ShardGroups;
+use crate::replica::EpochQuery;
+use crate::router::ShardGroups;
+use crate::router::{ShardRequest, ShardResponse};
 
-/// Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET.
-const UNDEFINED_EPOCH: i32 = -1;
-const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+/// Failures carry Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET (-1).
+type PartResult = crate::replica::EpochEndOffset;
 
-/// (error code, leader epoch, end offset).
-type PartResult = (i16, i32, i64);
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: OffsetForLeaderEpochRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut results: Vec<Option<PartResult>> = Vec::new();
@@ -32,42 +31,32 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             let idx = results.len();
             results.push(None);
             if p.partition < 0 || p.partition as usize >= count {
-                results[idx] = Some((
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
-                    UNDEFINED_EPOCH,
-                    UNDEFINED_EPOCH_OFFSET,
-                ));
+                results[idx] = Some(PartResult::failed(errors::UNKNOWN_TOPIC_OR_PARTITION));
                 continue;
             }
             let owner = ctx.owner_of(name, p.partition);
             by_shard.push(
                 owner,
                 idx,
-                (
-                    name.to_string(),
-                    p.partition,
-                    p.current_leader_epoch,
-                    p.leader_epoch,
-                ),
+                EpochQuery {
+                    topic: name.to_string(),
+                    partition: p.partition,
+                    current_leader_epoch: p.current_leader_epoch,
+                    leader_epoch: p.leader_epoch,
+                },
             );
         }
     }
     by_shard
         .run(
-            ctx,
+            &ctx.router,
             &mut results,
             |parts| ShardRequest::OffsetForLeaderEpoch { parts },
             |r| match r {
                 ShardResponse::OffsetForLeaderEpoch(r) => Some(r),
                 _ => None,
             },
-            || {
-                (
-                    errors::NOT_LEADER_OR_FOLLOWER,
-                    UNDEFINED_EPOCH,
-                    UNDEFINED_EPOCH_OFFSET,
-                )
-            },
+            || PartResult::failed(errors::NOT_LEADER_OR_FOLLOWER),
         )
         .await;
     let mut it = results.into_iter();
@@ -79,13 +68,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error_code, leader_epoch, end_offset) =
-                        it.next().flatten().expect("every partition answered");
+                    let r = it.next().flatten().expect("every partition answered");
                     EpochEndOffset::default()
                         .with_partition(p.partition)
-                        .with_error_code(error_code)
-                        .with_leader_epoch(leader_epoch)
-                        .with_end_offset(end_offset)
+                        .with_error_code(r.error_code)
+                        .with_leader_epoch(r.leader_epoch)
+                        .with_end_offset(r.end_offset)
                 })
                 .collect();
             OffsetForLeaderTopicResult::default()

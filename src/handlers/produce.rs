@@ -11,21 +11,11 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{legacy_format, respond, HandlerResult};
 use crate::coordinator::OFFSETS_TOPIC;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::replica_manager::{ProducePart, ProducePartResult};
-use crate::shard_context::{ShardContext, ShardRequest, ShardResponse};
-use crate::shard_handler::ShardGroups;
-
-fn failed(code: i16) -> ProducePartResult {
-    ProducePartResult {
-        error_code: code,
-        error_message: None,
-        record_errors: Vec::new(),
-        base_offset: -1,
-        log_append_time_ms: -1,
-        log_start_offset: -1,
-    }
-}
+use crate::replica::{ProducePart, ProducePartResult};
+use crate::router::ShardGroups;
+use crate::router::{ShardRequest, ShardResponse};
 
 /// Kafka's `RequestUtils.hasTransactionalRecords`: the first batch of any
 /// partition is a magic-2 batch with the transactional attribute.
@@ -59,7 +49,7 @@ fn record_errors(errors: Vec<(i32, String)>) -> Vec<BatchIndexAndErrorMessage> {
         .collect()
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ProduceRequest = decode_body(req)?;
     let acks = request.acks;
     let timeout_ms = request.timeout_ms.max(0) as u64;
@@ -83,28 +73,30 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             if refuse_all {
                 results[idx] = Some(ProducePartResult {
                     error_message: Some("Transactional Id authorization failed.".into()),
-                    ..failed(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    ..ProducePartResult::failed(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 });
                 continue;
             }
             if !valid_acks {
-                results[idx] = Some(failed(errors::INVALID_REQUIRED_ACKS));
+                results[idx] = Some(ProducePartResult::failed(errors::INVALID_REQUIRED_ACKS));
                 continue;
             }
             let exists =
                 info.is_some_and(|t| p.index >= 0 && (p.index as usize) < t.partitions.len());
             if !exists {
-                results[idx] = Some(failed(errors::UNKNOWN_TOPIC_OR_PARTITION));
+                results[idx] = Some(ProducePartResult::failed(
+                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                ));
                 continue;
             }
             // Kafka: "Cannot append to internal topic"; only the group
             // coordinator writes `__consumer_offsets`.
             if name == OFFSETS_TOPIC {
-                results[idx] = Some(failed(errors::INVALID_TOPIC_EXCEPTION));
+                results[idx] = Some(ProducePartResult::failed(errors::INVALID_TOPIC_EXCEPTION));
                 continue;
             }
             let Some(records) = &p.records else {
-                results[idx] = Some(failed(errors::CORRUPT_MESSAGE));
+                results[idx] = Some(ProducePartResult::failed(errors::CORRUPT_MESSAGE));
                 continue;
             };
             // Produce v0-v2 may carry magic 0/1 message sets, v3+ not.
@@ -113,18 +105,18 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                     match legacy_format::produce_records(info, p.index, records) {
                         Ok(Some(records)) => records,
                         Ok(None) => {
-                            results[idx] = Some(failed(errors::NONE));
+                            results[idx] = Some(ProducePartResult::nothing_appended());
                             continue;
                         }
                         Err(code) => {
-                            results[idx] = Some(failed(code));
+                            results[idx] = Some(ProducePartResult::failed(code));
                             continue;
                         }
                     }
                 }
                 _ => match legacy_format::records_error_v3(records) {
                     Some(code) => {
-                        results[idx] = Some(failed(code));
+                        results[idx] = Some(ProducePartResult::failed(code));
                         continue;
                     }
                     None => records.clone(),
@@ -144,7 +136,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     }
     by_shard
         .run(
-            ctx,
+            &ctx.router,
             &mut results,
             |parts| ShardRequest::Produce {
                 parts,
@@ -155,7 +147,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 ShardResponse::Produce(r) => Some(r),
                 _ => None,
             },
-            || failed(errors::NOT_LEADER_OR_FOLLOWER),
+            || ProducePartResult::failed(errors::NOT_LEADER_OR_FOLLOWER),
         )
         .await;
     if acks == 0 {

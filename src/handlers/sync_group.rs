@@ -8,14 +8,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
 use crate::coordinator::group::SyncResult;
-use crate::coordinator::runtime::with_coordinator;
+use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 /// From v5 protocol type and name travel both ways (KIP-559).
 const PROTOCOL_VERSION: i16 = 5;
 
-pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: SyncGroupRequest = decode_body(req)?;
     let v = req.api_version;
     let assignments = r
@@ -31,7 +30,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     } else {
         (None, None)
     };
-    let rx = with_coordinator(ctx, |c, log, now| {
+    let rx = ctx.with_coordinator(|c, log, now| {
         c.sync_group(
             log,
             &r.group_id.0,

@@ -19,9 +19,9 @@ use kafka_protocol::messages::{
 
 use super::{respond, HandlerResult};
 use crate::coordinator::group_coordinator::OFFSET_METADATA_MAX_BYTES;
+use crate::handlers::KafkaApis;
 use crate::metadata::{MetadataStore, StoreError, ANY_VERSION};
 use crate::protocol::{decode_body, errors, Request};
-use crate::shard_context::ShardContext;
 
 /// Kafka's `ConsumerOffset.path`.
 fn offset_path(group: &str, topic: &str, partition: i32) -> String {
@@ -63,20 +63,21 @@ fn read_offset(store: &mut dyn MetadataStore, path: &str) -> Result<Option<i64>,
 /// Runs `f` on the metadata store: ZooKeeper's worker thread in cluster
 /// mode, the embedded store on this (controller) shard otherwise.
 async fn with_store<T: Send + 'static>(
-    ctx: &Rc<ShardContext>,
+    ctx: &Rc<KafkaApis>,
     f: impl FnOnce(&mut dyn MetadataStore) -> T + Send + 'static,
 ) -> Result<T, String> {
     if let Some(cluster) = &ctx.cluster {
         return cluster.zk_call(move |zk| f(zk)).await;
     }
     let controller = ctx
+        .admin
         .controller
         .as_ref()
         .ok_or("offsets v0: no metadata store on this shard")?;
     Ok(f(controller.borrow_mut().store_mut()))
 }
 
-pub async fn commit(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn commit(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetCommitRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let group = r.group_id.0.to_string();
@@ -134,7 +135,7 @@ pub async fn commit(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     respond(req, &OffsetCommitResponse::default().with_topics(topics))
 }
 
-pub async fn fetch(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
+pub async fn fetch(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetFetchRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let group = r.group_id.0.to_string();

@@ -4,6 +4,9 @@
 //! Kafka's ZooKeeper JSON documents on top of any store.
 
 pub mod embedded;
+pub mod image;
+pub mod metadata_cache;
+pub mod producer_ids;
 pub mod topics;
 
 use std::fmt;

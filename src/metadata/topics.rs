@@ -11,6 +11,10 @@ use serde_json::Value;
 use super::{MetadataStore, Op, StoreError, StoreResult, ANY_VERSION};
 use crate::config::Endpoint;
 
+/// Kafka's `LeaderAndIsr.LeaderDuringDelete`: the leader UpdateMetadata
+/// carries for a topic being deleted.
+pub const LEADER_DURING_DELETE: i32 = -2;
+
 pub const TOPICS_PATH: &str = "/brokers/topics";
 pub const BROKER_IDS_PATH: &str = "/brokers/ids";
 pub const SEQID_PATH: &str = "/brokers/seqid";

@@ -9,6 +9,7 @@ pub mod fetch_encoder;
 mod fuzz_tests;
 pub mod inter_broker;
 pub mod legacy;
+pub mod probe;
 
 use std::sync::Arc;
 

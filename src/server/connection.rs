@@ -20,10 +20,10 @@ use kshard_shards::log::FileSlice;
 
 use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
+use crate::handlers::KafkaApis;
 use crate::protocol::{parse_request, Chunk, FrameError, Response};
 use crate::server::request_memory::{Charge, RequestMemoryPool};
 use crate::server::sendfile::{send_cached_bytes, send_file_slice, send_with_read_ahead};
-use crate::shard_context::ShardContext;
 
 /// Bytes one read asks the socket for. Reads land in the shard's buffer
 /// (`SHARD_READ_BUF`) and only the bytes received are copied to the
@@ -38,7 +38,7 @@ thread_local! {
         RefCell::new(vec![0u8; READ_CHUNK_BYTES].into_boxed_slice());
 }
 
-pub async fn serve(ctx: Rc<ShardContext>, pool: Rc<RequestMemoryPool>, mut stream: TcpStream) {
+pub async fn serve(ctx: Rc<KafkaApis>, pool: Rc<RequestMemoryPool>, mut stream: TcpStream) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
@@ -130,7 +130,7 @@ fn take_frame(
 }
 
 async fn write_response(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     stream: &mut TcpStream,
     resp: Response,
     scratch: &mut Vec<u8>,
@@ -140,7 +140,7 @@ async fn write_response(
         .iter()
         .any(|c| matches!(c, Chunk::File(f) if f.direct && f.cached.is_none()))
     {
-        return send_with_read_ahead(stream, resp.chunks, &ctx.read_cache)
+        return send_with_read_ahead(stream, resp.chunks, &ctx.replica_manager.read_cache)
             .await
             .map_err(|e| e.to_string());
     }
@@ -170,7 +170,7 @@ type InFlight = glommio::Task<handlers::HandlerResult>;
 const MAX_PIPELINED_PRODUCES: usize = 16;
 
 async fn write_result(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     stream: &mut TcpStream,
     result: handlers::HandlerResult,
     scratch: &mut Vec<u8>,
@@ -189,7 +189,7 @@ async fn write_result(
 
 /// Writes the answers of all pipelined requests, oldest first.
 async fn drain_in_flight(
-    ctx: &ShardContext,
+    ctx: &KafkaApis,
     stream: &mut TcpStream,
     in_flight: &mut VecDeque<InFlight>,
     scratch: &mut Vec<u8>,
@@ -223,7 +223,7 @@ impl Reader<'_> {
     /// as they finish.
     async fn next_frame(
         &mut self,
-        ctx: &ShardContext,
+        ctx: &KafkaApis,
         stream: &mut TcpStream,
         in_flight: &mut VecDeque<InFlight>,
         scratch: &mut Vec<u8>,
@@ -261,7 +261,7 @@ impl Reader<'_> {
 }
 
 async fn serve_inner(
-    ctx: &Rc<ShardContext>,
+    ctx: &Rc<KafkaApis>,
     pool: &Rc<RequestMemoryPool>,
     stream: &mut TcpStream,
 ) -> Result<(), String> {
@@ -288,7 +288,7 @@ async fn serve_inner(
         Err(_) => Arc::from(""),
     };
     loop {
-        if ctx.shutting_down.get() {
+        if ctx.is_shutting_down() {
             return Ok(());
         }
         let (frame, frame_charge) = reader

@@ -22,18 +22,17 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{LocalExecutor, LocalExecutorBuilder, Placement};
 use kafka_protocol::messages::ApiKey;
-use kshard_shards::log::config::IoMode;
 use kshard_shards::mailbox::MailboxBuilder;
 
-use crate::config::{BrokerConfig, LogIoMode};
-use crate::controller::Controller;
+use crate::admin::embedded::Controller;
+use crate::config::BrokerConfig;
 use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
+use crate::handlers::KafkaApis;
 use crate::metadata::embedded::EmbeddedStore;
-use crate::metadata_cache::MetadataCache;
+use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::{parse_request, Chunk, FrameError, Response};
-use crate::replica_manager::ReplicaManager;
-use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// What the broker did with one request frame.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,7 +60,7 @@ pub struct Exchanged {
 
 pub struct InProcessBroker {
     // Declared first so the shard's state drops before its executor.
-    ctx: Rc<ShardContext>,
+    ctx: Rc<KafkaApis>,
     addr: SocketAddr,
     client_host: Arc<str>,
     executor: LocalExecutor,
@@ -111,7 +110,7 @@ impl InProcessBroker {
     }
 
     /// The shard's state, for checks (topic counts, logs).
-    pub fn context(&self) -> &Rc<ShardContext> {
+    pub fn context(&self) -> &Rc<KafkaApis> {
         &self.ctx
     }
 
@@ -216,12 +215,10 @@ impl Drop for InProcessBroker {
     fn drop(&mut self) {
         let ctx = self.ctx.clone();
         self.executor.run(async move {
-            ctx.shutting_down.set(true);
-            ctx.fetch_purgatory
-                .borrow_mut()
-                .advance_clock(&ctx, u64::MAX / 2);
+            ctx.router.begin_shutdown();
+            ctx.replica_manager.begin_shutdown();
             glommio::timer::sleep(Duration::from_millis(5)).await;
-            ctx.replica_manager.borrow_mut().close_all();
+            ctx.replica_manager.partitions_mut().close_all();
         });
     }
 }
@@ -252,7 +249,7 @@ fn materialize(resp: Response) -> Vec<u8> {
 async fn start_shard(
     dir: std::path::PathBuf,
     overrides: &[(&str, &str)],
-) -> Result<(Rc<ShardContext>, SocketAddr), String> {
+) -> Result<(Rc<KafkaApis>, SocketAddr), String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let config = Arc::new(broker_config(&dir, addr.port(), overrides)?);
@@ -266,31 +263,23 @@ async fn start_shard(
     let metadata = Arc::new(MetadataCache::new(image));
     let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(1, 64)
         .map_err(|e| format!("creating the mailbox: {e}"))?;
-    let io_mode = match config.log_io_mode {
-        LogIoMode::Direct => IoMode::Direct,
-        LogIoMode::Buffered => IoMode::Buffered,
-    };
-    let rm = ReplicaManager::new(
-        log_dir.clone(),
-        HashMap::new(),
-        config.producer_id_expiration_ms as i64,
-        io_mode,
-    );
-    let ctx = Rc::new(ShardContext::new(
-        CONTROLLER_SHARD,
-        1,
-        config.clone(),
+    let ctx = super::shard::build(super::shard::ShardConfig {
+        shard_id: CONTROLLER_SHARD,
+        nr_shards: 1,
+        config: config.clone(),
         log_dir,
         metadata,
-        rm,
-        Some(controller),
-        None,
-        now_ms(),
-    ));
-    let mb = mailbox.join(CONTROLLER_SHARD, ctx.handler()).await;
-    ctx.set_mailbox(mb);
-    crate::coordinator::runtime::start(&ctx).await;
-    glommio::spawn_local(ctx.clone().run_purgatory_ticker()).detach();
+        startup_checkpoints: HashMap::new(),
+        controller: Some(controller),
+        cluster: None,
+    });
+    let mb = mailbox
+        .join(CONTROLLER_SHARD, super::shard::mailbox_handler(&ctx))
+        .await;
+    ctx.router.set_mailbox(mb);
+    let coordinator = ctx.coordinator.clone().expect("the controller shard");
+    coordinator.start().await;
+    glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();
     glommio::spawn_local(super::maintenance_loop(ctx.clone())).detach();
     let accept_ctx = ctx.clone();
     // One shard: it gets the whole bound, as the broker's only shard would.

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod in_process;
 pub mod request_memory;
 pub mod sendfile;
+pub mod shard;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -18,17 +19,17 @@ use std::time::Duration;
 use glommio::net::TcpListener;
 
 use kshard_shards::log::checkpoint::{OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE};
-use kshard_shards::log::config::IoMode;
 use kshard_shards::mailbox::MailboxBuilder;
 
+use crate::admin::embedded::Controller;
 use crate::config::BrokerConfig;
-use crate::controller::Controller;
+use crate::handlers::KafkaApis;
 use crate::metadata::embedded::EmbeddedStore;
-use crate::metadata_cache::MetadataCache;
-use crate::replica_manager::ReplicaManager;
-use crate::shard_context::{
-    now_ms, CheckpointEntry, ShardContext, ShardRequest, ShardResponse, CONTROLLER_SHARD,
-};
+use crate::metadata::metadata_cache::MetadataCache;
+use crate::protocol::probe::{probe_port, PortProbe};
+use crate::replica::CheckpointEntry;
+use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::util::now_ms;
 
 /// Envelopes per shard inbox. Each takes ~150 bytes up front (crossbeam
 /// initializes every slot), so 65,536 cost 10 MiB per shard of idle RSS; a
@@ -113,59 +114,11 @@ pub fn write_checkpoints(log_dir: &Path, entries: &[CheckpointEntry]) -> std::io
         .iter()
         .map(|e| (e.topic.clone(), e.partition, e.high_watermark))
         .collect();
-    OffsetCheckpointFile::new(
-        log_dir.join(crate::replica_manager::REPLICATION_OFFSET_CHECKPOINT_FILE),
-    )
-    .write(&hw)?;
+    OffsetCheckpointFile::new(log_dir.join(crate::replica::REPLICATION_OFFSET_CHECKPOINT_FILE))
+        .write(&hw)?;
     OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT)).write(&rp)?;
     OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).write(&cleaner)?;
     OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT)).write(&ls)
-}
-
-/// What answers on an address we are about to listen on.
-enum PortProbe {
-    Free,
-    /// Accepts connections but answers nothing: the listening socket of a
-    /// broker that just exited, kept alive for a moment by its io_uring
-    /// teardown.
-    Lingering,
-    /// A live Kafka-protocol server answered ApiVersions.
-    Serving,
-}
-
-fn probe_port(addr: &std::net::SocketAddr) -> PortProbe {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect_timeout(addr, Duration::from_millis(300)) else {
-        return PortProbe::Free;
-    };
-    // ApiVersions v0, correlation id 1, client id "kshard-probe".
-    let client_id = b"kshard-probe";
-    let mut req = Vec::with_capacity(32);
-    req.extend_from_slice(&((10 + client_id.len()) as i32).to_be_bytes());
-    req.extend_from_slice(&18i16.to_be_bytes());
-    req.extend_from_slice(&0i16.to_be_bytes());
-    req.extend_from_slice(&1i32.to_be_bytes());
-    req.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
-    req.extend_from_slice(client_id);
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut byte = [0u8; 1];
-    match s.write_all(&req).and_then(|_| s.read(&mut byte)) {
-        Ok(n) if n > 0 => PortProbe::Serving,
-        _ => PortProbe::Lingering,
-    }
-}
-
-/// True when a Kafka-protocol server answers ApiVersions at host:port.
-pub fn kafka_server_answers(host: &str, port: u16) -> bool {
-    use std::net::ToSocketAddrs;
-    match (host, port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-    {
-        Some(addr) => matches!(probe_port(&addr), PortProbe::Serving),
-        None => false,
-    }
 }
 
 /// Every shard binds each listener with SO_REUSEPORT, which would let a
@@ -244,7 +197,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     // the controller's UpdateMetadata; otherwise the embedded store.
     let (config, controller, cluster, image) = if config.zookeeper_connect.is_some() {
         let (cluster, resolved) = crate::cluster::start((*config).clone(), &log_dir)?;
-        let image = crate::metadata_cache::MetadataImage {
+        let image = crate::metadata::metadata_cache::MetadataImage {
             cluster_id: cluster.cluster_id.clone(),
             controller_id: -1,
             ..Default::default()
@@ -320,31 +273,16 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
             let startup_errors = startup_errors.clone();
             let log_dir = log_dir.clone();
             async move {
-                let io_mode = match config.log_io_mode {
-                    crate::config::LogIoMode::Direct => IoMode::Direct,
-                    crate::config::LogIoMode::Buffered => IoMode::Buffered,
-                };
-                let mut rm = ReplicaManager::new(
-                    log_dir.clone(),
-                    checkpoints,
-                    config.producer_id_expiration_ms as i64,
-                    io_mode,
-                );
-                rm.set_cleaner_backoff_ms(config.log_cleaner_backoff_ms);
-                rm.set_cleaner_enabled(config.log_cleaner_enable);
-                rm.set_cluster_mode(cluster.is_some());
-                rm.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
-                let ctx = Rc::new(ShardContext::new(
+                let ctx = shard::build(shard::ShardConfig {
                     shard_id,
                     nr_shards,
-                    config.clone(),
-                    log_dir.clone(),
-                    metadata.clone(),
-                    rm,
+                    config: config.clone(),
+                    log_dir: log_dir.clone(),
+                    metadata: metadata.clone(),
+                    startup_checkpoints: checkpoints,
                     controller,
-                    cluster.clone(),
-                    now_ms(),
-                ));
+                    cluster: cluster.clone(),
+                });
                 // Open this shard's partitions (recovery runs in parallel across shards).
                 let image = metadata.image();
                 for topic in image.topics.values() {
@@ -357,7 +295,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                     if mine.is_empty() {
                         continue;
                     }
-                    if let Err(e) = ctx.replica_manager.borrow_mut().open_partitions(
+                    if let Err(e) = ctx.replica_manager.partitions_mut().open_partitions(
                         topic,
                         &mine,
                         now_ms() as i64,
@@ -369,13 +307,13 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                         shutdown.store(true, Ordering::SeqCst);
                     }
                 }
-                let mb = mailbox.join(shard_id, ctx.handler()).await;
-                ctx.set_mailbox(mb);
-                if shard_id == CONTROLLER_SHARD && cluster.is_none() {
+                let mb = mailbox.join(shard_id, shard::mailbox_handler(&ctx)).await;
+                ctx.router.set_mailbox(mb);
+                if let Some(coordinator) = ctx.coordinator.as_ref().filter(|_| cluster.is_none()) {
                     // Creates and replays __consumer_offsets before serving.
-                    crate::coordinator::runtime::start(&ctx).await;
+                    coordinator.start().await;
                 }
-                glommio::spawn_local(ctx.clone().run_purgatory_ticker()).detach();
+                glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();
                 glommio::spawn_local(maintenance_loop(ctx.clone())).detach();
                 let listeners: Vec<TcpListener> = config
                     .listeners
@@ -454,20 +392,18 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
                         }
                     }
                 }
-                ctx.shutting_down.set(true);
-                ctx.replica_fetchers.borrow_mut().shutdown();
+                ctx.router.begin_shutdown();
                 for t in accept_tasks {
                     t.cancel().await;
                 }
                 // Let parked fetches and in-flight appends finish.
-                ctx.fetch_purgatory
-                    .borrow_mut()
-                    .advance_clock(&ctx, u64::MAX / 2);
+                ctx.replica_manager.begin_shutdown();
                 glommio::timer::sleep(Duration::from_millis(20)).await;
                 // Direct mode: staged appends land before the logs close.
-                ctx.quiesce_direct_writes(|_, _| true, Duration::from_secs(10))
+                ctx.replica_manager
+                    .quiesce_direct_writes(|_, _| true, Duration::from_secs(10))
                     .await;
-                let entries = ctx.replica_manager.borrow_mut().close_all();
+                let entries = ctx.replica_manager.partitions_mut().close_all();
                 final_checkpoints
                     .lock()
                     .expect("checkpoints")
@@ -503,7 +439,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
 
 /// Time-based flush, retention, and (on the controller shard) the broker
 /// checkpoint files.
-pub(crate) async fn maintenance_loop(ctx: Rc<ShardContext>) {
+pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
     let retention_every_ms = ctx.config.log_retention_check_interval_ms.max(1) as u64;
     // The checkpoint files are written together; in cluster mode they carry
     // the high watermarks, due every replica.high.watermark.checkpoint.interval.ms.
@@ -520,9 +456,9 @@ pub(crate) async fn maintenance_loop(ctx: Rc<ShardContext>) {
     // Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
     let isr_check_every_ms = (ctx.config.replica_lag_time_max_ms / 2).max(1) as u64;
     let mut last_isr_check = now_ms();
-    while !ctx.shutting_down.get() {
+    while !ctx.is_shutting_down() {
         glommio::timer::sleep(Duration::from_millis(200)).await;
-        if ctx.shutting_down.get() {
+        if ctx.is_shutting_down() {
             return;
         }
         let now = now_ms();
@@ -531,26 +467,19 @@ pub(crate) async fn maintenance_loop(ctx: Rc<ShardContext>) {
             last_retention = now;
         }
         ctx.replica_manager
-            .borrow_mut()
+            .partitions_mut()
             .maintenance(now as i64, run_retention);
-        ctx.start_roll_syncs();
+        ctx.replica_manager.start_roll_syncs();
         if ctx.cluster.is_some() && now - last_isr_check >= isr_check_every_ms {
             last_isr_check = now;
             ctx.replica_manager
-                .borrow_mut()
+                .partitions_mut()
                 .maybe_shrink_isr(now as i64);
-            ctx.schedule_alter_isr();
+            ctx.replica_manager.schedule_alter_isr();
         }
         if ctx.shard_id == CONTROLLER_SHARD && now - last_checkpoint >= checkpoint_every_ms {
             last_checkpoint = now;
-            let mut entries = ctx.replica_manager.borrow().checkpoints();
-            for shard in 1..ctx.nr_shards {
-                if let Ok(ShardResponse::Checkpoints(e)) =
-                    ctx.call(shard, ShardRequest::CollectCheckpoints).await
-                {
-                    entries.extend(e);
-                }
-            }
+            let entries = shard::collect_checkpoints(&ctx).await;
             if let Err(e) = write_checkpoints(&ctx.log_dir, &entries) {
                 log::error!("writing checkpoints: {e}");
             }

@@ -18,7 +18,7 @@ use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 
 use glommio::io::ReadResult;
-use kshard_shards::log::read_cache::{ReadCache, READ_CACHE_BLOCK_BYTES};
+use kshard_shards::log::read_cache::{chunk_starts, ReadCache};
 
 use crate::protocol::Chunk;
 use kshard_shards::log::FileSlice;
@@ -110,15 +110,6 @@ pub async fn send_file_slice(
 /// while the socket drains (1 MiB with 128 KiB blocks).
 const READ_AHEAD_BLOCKS: usize = 32;
 
-/// Where the chunks of `slice` start: its position, then every read-cache
-/// block boundary before its end.
-pub(crate) fn chunk_starts(slice: &FileSlice) -> impl Iterator<Item = u64> {
-    let end = slice.position + slice.len as u64;
-    let block = READ_CACHE_BLOCK_BYTES as u64;
-    let first_boundary = (slice.position / block + 1) * block;
-    std::iter::once(slice.position).chain((first_boundary..end).step_by(READ_CACHE_BLOCK_BYTES))
-}
-
 /// Sends a response holding direct-mode slices: their blocks come from the
 /// shard's read cache, with up to `READ_AHEAD_BLOCKS` DMA reads in flight
 /// ahead of the socket across all the response's slices.
@@ -175,6 +166,7 @@ pub async fn send_with_read_ahead(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kshard_shards::log::read_cache::READ_CACHE_BLOCK_BYTES;
     use std::sync::Arc;
 
     fn slice(position: u64, len: u32) -> FileSlice {

@@ -41,6 +41,7 @@
 //!   within their bound; calls in flight at the expiry fail with
 //!   ConnectionAborted. The first session of `connect` sends no event.
 
+pub mod broker_registration;
 mod client;
 mod ops;
 mod ready;

@@ -31,6 +31,15 @@ use super::FileSlice;
 /// Size (and alignment) of a cached block.
 pub const READ_CACHE_BLOCK_BYTES: usize = 128 * 1024;
 
+/// Where the chunks of `slice` start: its position, then every read-cache
+/// block boundary before its end.
+pub fn chunk_starts(slice: &FileSlice) -> impl Iterator<Item = u64> {
+    let end = slice.position + slice.len as u64;
+    let block = READ_CACHE_BLOCK_BYTES as u64;
+    let first_boundary = (slice.position / block + 1) * block;
+    std::iter::once(slice.position).chain((first_boundary..end).step_by(READ_CACHE_BLOCK_BYTES))
+}
+
 /// Default capacity of one shard's cache.
 pub const DEFAULT_READ_CACHE_CAPACITY_BYTES: usize = 16 * 1024 * 1024;
 

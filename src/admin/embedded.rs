@@ -1,0 +1,529 @@
+//! The controller, hosted on shard 0: the only writer of the metadata store
+//! and of the metadata image. Topic creation, deletion and partition increase
+//! write Kafka's ZooKeeper layout to the store, open or delete logs on the
+//! owning shards, then publish a new image to every shard.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::admin::limits::check_partitions_per_request;
+use crate::admin::TopicAdmin;
+use crate::config::topic::TopicConfig;
+use crate::config::BrokerConfig;
+use crate::metadata::embedded::EmbeddedStore;
+use crate::metadata::metadata_cache::{BrokerInfo, MetadataImage, PartitionInfo, TopicInfo};
+use crate::metadata::topics;
+use crate::metadata::{MetadataStore, StoreError};
+use crate::protocol::errors;
+use crate::router::join_all;
+use crate::router::{ShardRequest, CONTROLLER_SHARD};
+use kshard_shards::mailbox::LocalBoxFuture;
+
+pub struct NewTopic {
+    pub name: String,
+    /// -1: `num.partitions`.
+    pub num_partitions: i32,
+    /// -1: `default.replication.factor`.
+    pub replication_factor: i16,
+    pub assignment: Option<BTreeMap<i32, Vec<i32>>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+pub struct Controller {
+    store: EmbeddedStore,
+    config: Arc<BrokerConfig>,
+    broker_id: i32,
+    next_producer_id: i64,
+    producer_id_block_end: i64,
+    /// Topics whose logs are being deleted: not created again until done.
+    deleting: HashSet<String>,
+}
+
+type AdminResult<T> = Result<T, (i16, String)>;
+
+fn store_err(e: StoreError) -> (i16, String) {
+    (errors::UNKNOWN_SERVER_ERROR, format!("metadata store: {e}"))
+}
+
+impl Controller {
+    /// Opens the controller over an opened store: registers this broker,
+    /// takes the controller role (embedded: always this broker).
+    pub fn open(mut store: EmbeddedStore, config: Arc<BrokerConfig>) -> Result<Controller, String> {
+        let broker_id = config.effective_broker_id();
+        topics::ensure_base_paths(&mut store).map_err(|e| format!("metadata store: {e}"))?;
+        let now = crate::util::now_ms() as i64;
+        topics::register_broker(
+            &mut store,
+            broker_id,
+            &config.advertised_listeners,
+            config.broker_rack.as_deref(),
+            now,
+        )
+        .map_err(|e| format!("registering broker {broker_id}: {e}"))?;
+        topics::elect_controller(&mut store, broker_id, now)
+            .map_err(|e| format!("controller election: {e}"))?;
+        Ok(Controller {
+            store,
+            config,
+            broker_id,
+            next_producer_id: 0,
+            producer_id_block_end: 0,
+            deleting: HashSet::new(),
+        })
+    }
+
+    pub fn cluster_id(&mut self) -> Result<String, String> {
+        topics::get_or_create_cluster_id(&mut self.store).map_err(|e| format!("cluster id: {e}"))
+    }
+
+    /// The metadata store, for the few requests that write it directly
+    /// (OffsetCommit/OffsetFetch v0 offsets under `/consumers`).
+    pub fn store_mut(&mut self) -> &mut dyn MetadataStore {
+        &mut self.store
+    }
+
+    /// The metadata image as the store holds it (start-up).
+    pub fn build_image(&mut self) -> Result<MetadataImage, String> {
+        let cluster_id = self.cluster_id()?;
+        let mut image = MetadataImage {
+            cluster_id,
+            controller_id: self.broker_id,
+            brokers: self
+                .config
+                .advertised_listeners
+                .first()
+                .map(|e| BrokerInfo {
+                    id: self.broker_id,
+                    host: e.host.clone(),
+                    port: e.port,
+                    rack: self.config.broker_rack.clone(),
+                })
+                .into_iter()
+                .collect(),
+            topics: HashMap::new(),
+            topic_names_by_id: HashMap::new(),
+        };
+        for name in topics::list_topics(&self.store).map_err(|e| e.to_string())? {
+            let Some(rec) = topics::get_topic(&self.store, &name).map_err(|e| e.to_string())?
+            else {
+                continue;
+            };
+            let config = TopicConfig::from_overrides(&self.config, &rec.configs)
+                .map_err(|e| format!("topic {name}: stored config invalid: {e}"))?;
+            let topic_id = Uuid::from_bytes(rec.topic_id.unwrap_or_else(topics::random_uuid));
+            let partitions = rec
+                .assignment
+                .iter()
+                .map(|(p, replicas)| {
+                    let state = rec.partition_states.get(p);
+                    PartitionInfo {
+                        partition: *p,
+                        leader: state.map(|s| s.leader).unwrap_or(self.broker_id),
+                        leader_epoch: state.map(|s| s.leader_epoch).unwrap_or(0),
+                        replicas: replicas.clone(),
+                        isr: state
+                            .map(|s| s.isr.clone())
+                            .unwrap_or_else(|| replicas.clone()),
+                        offline_replicas: Vec::new(),
+                    }
+                })
+                .collect();
+            image = image.with_topic(TopicInfo {
+                name: name.clone(),
+                topic_id,
+                partitions,
+                overrides: rec.configs.clone(),
+                config: Arc::new(config),
+                is_internal: name.starts_with("__"),
+            });
+        }
+        Ok(image)
+    }
+
+    /// A producer id for an idempotent producer, from blocks reserved in the store.
+    pub fn allocate_producer_id(&mut self) -> Result<i64, i16> {
+        if self.next_producer_id >= self.producer_id_block_end {
+            let (start, end) = crate::metadata::producer_ids::reserve_producer_id_block(
+                &mut self.store,
+                self.broker_id,
+            )
+            .map_err(|e| {
+                log::error!("reserving producer ids: {e}");
+                errors::UNKNOWN_SERVER_ERROR
+            })?;
+            self.next_producer_id = start;
+            self.producer_id_block_end = end + 1;
+        }
+        let id = self.next_producer_id;
+        self.next_producer_id += 1;
+        Ok(id)
+    }
+}
+
+fn controller(ctx: &TopicAdmin) -> &std::cell::RefCell<Controller> {
+    assert_eq!(ctx.shard_id, CONTROLLER_SHARD);
+    ctx.controller.as_ref().expect("controller shard")
+}
+
+/// Opens logs for `partitions` of `topic` on their owning shards.
+async fn open_logs(ctx: &Rc<TopicAdmin>, topic: &Arc<TopicInfo>, partitions: &[i32]) {
+    let mut by_shard: Vec<Vec<i32>> = (0..ctx.nr_shards).map(|_| Vec::new()).collect();
+    for &p in partitions {
+        by_shard[ctx.owner_of(&topic.name, p)].push(p);
+    }
+    let mut calls: Vec<LocalBoxFuture<()>> = Vec::new();
+    for (shard, parts) in by_shard.into_iter().enumerate() {
+        if parts.is_empty() {
+            continue;
+        }
+        let ctx = ctx.clone();
+        let topic = topic.clone();
+        calls.push(Box::pin(async move {
+            let _ = ctx
+                .router
+                .run_on(
+                    shard,
+                    ShardRequest::OpenLogs {
+                        topic,
+                        partitions: parts,
+                    },
+                )
+                .await;
+        }));
+    }
+    join_all(calls).await;
+}
+
+/// The checks of Kafka's `ReplicationControlManager` for a manual
+/// assignment: registered brokers, each at most once per partition, the
+/// same replica count everywhere, partitions 0..n.
+fn validate_manual_assignment(
+    assignment: &BTreeMap<i32, Vec<i32>>,
+    image: &MetadataImage,
+) -> AdminResult<()> {
+    let invalid = |m: String| Err((errors::INVALID_REPLICA_ASSIGNMENT, m));
+    let mut replication_factor: Option<usize> = None;
+    for replicas in assignment.values() {
+        if replicas.is_empty() {
+            return invalid(
+                "The manual partition assignment includes an empty replica list.".into(),
+            );
+        }
+        let mut sorted = replicas.clone();
+        sorted.sort_unstable();
+        for (i, b) in sorted.iter().enumerate() {
+            if !image.brokers.iter().any(|x| x.id == *b) {
+                return invalid(format!("The manual partition assignment includes broker {b}, but no such broker is registered."));
+            }
+            if i > 0 && sorted[i - 1] == *b {
+                return invalid(format!(
+                    "The manual partition assignment includes the broker {b} more than once."
+                ));
+            }
+        }
+        match replication_factor {
+            Some(rf) if rf != sorted.len() => {
+                return invalid(format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).", sorted.len()));
+            }
+            _ => replication_factor = Some(sorted.len()),
+        }
+    }
+    // Keys are distinct and sorted: 0..n exactly when the last is n-1.
+    let n = assignment.len() as i64;
+    let consecutive = assignment.keys().next().is_none_or(|&first| first == 0)
+        && assignment
+            .keys()
+            .next_back()
+            .map_or(0, |&last| i64::from(last) + 1)
+            == n;
+    if !consecutive {
+        return invalid("partitions should be a consecutive 0-based integer sequence".into());
+    }
+    Ok(())
+}
+
+fn single_broker_assignment(
+    num_partitions: i32,
+    replication_factor: i16,
+    broker_id: i32,
+    first: i32,
+) -> BTreeMap<i32, Vec<i32>> {
+    debug_assert_eq!(replication_factor, 1);
+    (first..first + num_partitions)
+        .map(|p| (p, vec![broker_id]))
+        .collect()
+}
+
+pub async fn create_topic(
+    ctx: &Rc<TopicAdmin>,
+    t: NewTopic,
+    validate_only: bool,
+) -> AdminResult<Arc<TopicInfo>> {
+    if ctx.cluster.is_some() {
+        return crate::admin::zk::create_topic(ctx, t, validate_only).await;
+    }
+    let config = &ctx.config;
+    topics::validate_topic_name(&t.name).map_err(|m| (errors::INVALID_TOPIC_EXCEPTION, m))?;
+    let image = ctx.metadata.image();
+    if image.topic(&t.name).is_some() {
+        return Err((
+            errors::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{}' already exists.", t.name),
+        ));
+    }
+    let live_brokers = image.brokers.len().max(1) as i32;
+    let broker_id = config.effective_broker_id();
+    let assignment = match &t.assignment {
+        Some(a) => {
+            if t.num_partitions != -1 || t.replication_factor != -1 {
+                return Err((
+                    errors::INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+                ));
+            }
+            check_partitions_per_request(a.len() as i64)?;
+            validate_manual_assignment(a, &image)?;
+            a.clone()
+        }
+        None => {
+            let partitions = if t.num_partitions == -1 {
+                config.num_partitions
+            } else {
+                t.num_partitions
+            };
+            let rf = if t.replication_factor == -1 {
+                config.default_replication_factor as i16
+            } else {
+                t.replication_factor
+            };
+            if partitions <= 0 {
+                return Err((
+                    errors::INVALID_PARTITIONS,
+                    "Number of partitions must be larger than 0.".into(),
+                ));
+            }
+            if rf <= 0 {
+                return Err((
+                    errors::INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0.".into(),
+                ));
+            }
+            check_partitions_per_request(i64::from(partitions))?;
+            if rf as i32 > live_brokers {
+                return Err((
+                    errors::INVALID_REPLICATION_FACTOR,
+                    format!(
+                        "Replication factor: {rf} larger than available brokers: {live_brokers}."
+                    ),
+                ));
+            }
+            single_broker_assignment(partitions, rf, broker_id, 0)
+        }
+    };
+    let topic_config = TopicConfig::from_overrides(config, &t.configs)
+        .map_err(|e| (errors::INVALID_CONFIG, e.to_string()))?;
+    let topic_id_bytes = topics::random_uuid();
+    let info = Arc::new(TopicInfo {
+        name: t.name.clone(),
+        topic_id: Uuid::from_bytes(topic_id_bytes),
+        partitions: assignment
+            .iter()
+            .map(|(p, replicas)| PartitionInfo {
+                partition: *p,
+                leader: replicas[0],
+                leader_epoch: 0,
+                replicas: replicas.clone(),
+                isr: replicas.clone(),
+                offline_replicas: Vec::new(),
+            })
+            .collect(),
+        overrides: topic_config.overrides.clone(),
+        config: Arc::new(topic_config),
+        is_internal: t.name.starts_with("__"),
+    });
+    if validate_only {
+        return Ok(info);
+    }
+    {
+        let mut c = controller(ctx).borrow_mut();
+        if c.deleting.contains(&t.name) {
+            return Err((
+                errors::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{}' is marked for deletion.", t.name),
+            ));
+        }
+        let colliding = topics::colliding_topics(&c.store, &t.name).map_err(store_err)?;
+        if let Some(other) = colliding.first() {
+            return Err((
+                errors::INVALID_TOPIC_EXCEPTION,
+                format!("Topic '{}' collides with existing topic: {other}", t.name),
+            ));
+        }
+        match topics::create_topic(
+            &mut c.store,
+            &t.name,
+            topic_id_bytes,
+            &assignment,
+            &info.config.overrides,
+        ) {
+            Ok(()) => {}
+            Err(StoreError::NodeExists(_)) => {
+                return Err((
+                    errors::TOPIC_ALREADY_EXISTS,
+                    format!("Topic '{}' already exists.", t.name),
+                ));
+            }
+            Err(e) => return Err(store_err(e)),
+        }
+    }
+    let partitions: Vec<i32> = assignment.keys().copied().collect();
+    open_logs(ctx, &info, &partitions).await;
+    ctx.metadata
+        .publish(ctx.metadata.image().with_topic((*info).clone()));
+    log::info!(
+        "created topic {} with {} partitions",
+        t.name,
+        partitions.len()
+    );
+    Ok(info)
+}
+
+pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid> {
+    if ctx.cluster.is_some() {
+        return crate::admin::zk::delete_topic(ctx, name).await;
+    }
+    let image = ctx.metadata.image();
+    let Some(info) = image.topic(name).cloned() else {
+        return Err((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            "This server does not host this topic-partition.".into(),
+        ));
+    };
+    {
+        let mut c = controller(ctx).borrow_mut();
+        match topics::mark_topic_for_deletion(&mut c.store, name) {
+            Ok(()) | Err(StoreError::NodeExists(_)) => {}
+            Err(e) => return Err(store_err(e)),
+        }
+        topics::delete_topic(&mut c.store, name).map_err(store_err)?;
+        c.deleting.insert(name.to_string());
+    }
+    // Unpublish first so no new request reaches the logs being deleted.
+    ctx.metadata
+        .publish(ctx.metadata.image().without_topic(name));
+    let mut calls: Vec<LocalBoxFuture<()>> = Vec::new();
+    for shard in 0..ctx.nr_shards {
+        let ctx = ctx.clone();
+        let topic = name.to_string();
+        calls.push(Box::pin(async move {
+            let _ = ctx
+                .router
+                .run_on(shard, ShardRequest::DeleteLogs { topic })
+                .await;
+        }));
+    }
+    join_all(calls).await;
+    controller(ctx).borrow_mut().deleting.remove(name);
+    log::info!("deleted topic {name}");
+    Ok(info.topic_id)
+}
+
+pub async fn create_partitions(
+    ctx: &Rc<TopicAdmin>,
+    name: &str,
+    new_total: i32,
+    assignment: Option<Vec<Vec<i32>>>,
+    validate_only: bool,
+) -> AdminResult<()> {
+    if ctx.cluster.is_some() {
+        return crate::admin::zk::create_partitions(
+            ctx,
+            name,
+            new_total,
+            assignment,
+            validate_only,
+        )
+        .await;
+    }
+    let image = ctx.metadata.image();
+    let Some(info) = image.topic(name).cloned() else {
+        return Err((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("The topic '{name}' does not exist."),
+        ));
+    };
+    let current = info.partitions.len() as i32;
+    if new_total < current {
+        return Err((errors::INVALID_PARTITIONS, format!("Topic currently has {current} partitions, which is higher than the requested {new_total}.")));
+    }
+    if new_total == current {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("Topic already has {current} partitions."),
+        ));
+    }
+    check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
+    let broker_id = ctx.config.effective_broker_id();
+    let added: BTreeMap<i32, Vec<i32>> = match assignment {
+        Some(a) => {
+            if a.len() as i32 != new_total - current {
+                return Err((
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    format!(
+                        "Increasing the number of partitions by {} but {} assignments provided.",
+                        new_total - current,
+                        a.len()
+                    ),
+                ));
+            }
+            let mut m = BTreeMap::new();
+            for (i, replicas) in a.into_iter().enumerate() {
+                if replicas.is_empty()
+                    || replicas
+                        .iter()
+                        .any(|b| !image.brokers.iter().any(|x| x.id == *b))
+                {
+                    return Err((
+                        errors::INVALID_REPLICA_ASSIGNMENT,
+                        format!("Unknown broker in assignment {replicas:?}"),
+                    ));
+                }
+                m.insert(current + i as i32, replicas);
+            }
+            m
+        }
+        None => single_broker_assignment(new_total - current, 1, broker_id, current),
+    };
+    if validate_only {
+        return Ok(());
+    }
+    {
+        let mut c = controller(ctx).borrow_mut();
+        topics::add_partitions(&mut c.store, name, &added).map_err(store_err)?;
+    }
+    let mut next = (*info).clone();
+    for (p, replicas) in &added {
+        next.partitions.push(PartitionInfo {
+            partition: *p,
+            leader: replicas[0],
+            leader_epoch: 0,
+            replicas: replicas.clone(),
+            isr: replicas.clone(),
+            offline_replicas: Vec::new(),
+        });
+    }
+    let next = Arc::new(next);
+    let new_ids: Vec<i32> = added.keys().copied().collect();
+    open_logs(ctx, &next, &new_ids).await;
+    ctx.metadata
+        .publish(ctx.metadata.image().with_topic((*next).clone()));
+    Ok(())
+}
+
+/// Auto-creation from Metadata requests: queued for the background, answered at once.
+pub async fn auto_create_topics(ctx: &Rc<TopicAdmin>, names: &[String]) -> Vec<i16> {
+    crate::admin::auto_topic_creation::request_creation(ctx, names)
+}

@@ -1,0 +1,333 @@
+//! Topic administration in cluster mode, as Kafka's ZkAdminManager and
+//! AdminZkClient: the broker that receives CreateTopics, DeleteTopics or
+//! CreatePartitions validates it, computes the replica assignment, writes
+//! it to ZooKeeper, and waits until the controller's UpdateMetadata shows
+//! the result (Kafka's DelayedCreatePartitions / DelayedDeleteTopics).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::admin::assignment::{self, BrokerMetadata};
+use crate::admin::embedded::NewTopic;
+use crate::admin::limits::check_partitions_per_request;
+use crate::admin::TopicAdmin;
+use crate::config::topic::TopicConfig;
+use crate::metadata::metadata_cache::{MetadataImage, PartitionInfo, TopicInfo};
+use crate::metadata::topics;
+use crate::metadata::{MetadataStore, StoreError};
+use crate::protocol::errors;
+use crate::util::now_ms;
+
+type AdminResult<T> = Result<T, (i16, String)>;
+
+/// How long an admin request waits for the controller to act.
+const ADMIN_WAIT_MS: u64 = 30_000;
+const POLL_MS: u64 = 10;
+
+fn store_err(e: StoreError) -> (i16, String) {
+    (errors::UNKNOWN_SERVER_ERROR, format!("ZooKeeper: {e}"))
+}
+
+fn assignment_err(e: assignment::AssignmentError) -> (i16, String) {
+    (
+        e.kafka_error_code(),
+        e.kafka_error_message().unwrap_or_default().to_string(),
+    )
+}
+
+fn brokers_of(image: &MetadataImage) -> Vec<BrokerMetadata> {
+    let mut b: Vec<BrokerMetadata> = image
+        .brokers
+        .iter()
+        .map(|b| BrokerMetadata {
+            id: b.id,
+            rack: b.rack.clone(),
+        })
+        .collect();
+    b.sort_by_key(|b| b.id);
+    b
+}
+
+/// A random index source for the assignment (Kafka uses its own Random).
+fn random_below(n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    let r = u64::from_le_bytes(
+        uuid::Uuid::new_v4().as_bytes()[..8]
+            .try_into()
+            .expect("8 bytes"),
+    );
+    (r % n as u64) as usize
+}
+
+/// Waits until `done` holds for the published image, or the admin timeout.
+async fn wait_for_image(ctx: &TopicAdmin, done: impl Fn(&MetadataImage) -> bool) -> bool {
+    let deadline = now_ms() + ADMIN_WAIT_MS;
+    loop {
+        if done(&ctx.metadata.image()) {
+            return true;
+        }
+        if now_ms() >= deadline {
+            return false;
+        }
+        glommio::timer::sleep(Duration::from_millis(POLL_MS)).await;
+    }
+}
+
+fn all_led(t: &TopicInfo, partitions: usize) -> bool {
+    t.partitions.len() >= partitions && t.partitions.iter().all(|p| p.leader >= 0)
+}
+
+pub async fn create_topic(
+    ctx: &Rc<TopicAdmin>,
+    t: NewTopic,
+    validate_only: bool,
+) -> AdminResult<Arc<TopicInfo>> {
+    let cluster = ctx.cluster.clone().expect("cluster mode");
+    let config = &ctx.config;
+    topics::validate_topic_name(&t.name).map_err(|m| (errors::INVALID_TOPIC_EXCEPTION, m))?;
+    let image = ctx.metadata.image();
+    if image.topic(&t.name).is_some() {
+        return Err((
+            errors::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{}' already exists.", t.name),
+        ));
+    }
+    let brokers = brokers_of(&image);
+    let assignment = match &t.assignment {
+        Some(a) => {
+            if t.num_partitions != -1 || t.replication_factor != -1 {
+                return Err((
+                    errors::INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+                ));
+            }
+            check_partitions_per_request(a.len() as i64)?;
+            let listed: Vec<(i32, Vec<i32>)> = a.iter().map(|(p, r)| (*p, r.clone())).collect();
+            let map = assignment::validate_manual_assignment(&listed).map_err(assignment_err)?;
+            // ZooKeeper-mode Kafka would write partitions that can never
+            // have a leader; refused as Kafka's KRaft controller does.
+            if map.values().any(Vec::is_empty) {
+                return Err((
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    "The manual partition assignment includes an empty replica list.".into(),
+                ));
+            }
+            map
+        }
+        None => {
+            let partitions = if t.num_partitions == -1 {
+                config.num_partitions
+            } else {
+                t.num_partitions
+            };
+            let rf = if t.replication_factor == -1 {
+                config.default_replication_factor as i16
+            } else {
+                t.replication_factor
+            };
+            check_partitions_per_request(i64::from(partitions))?;
+            assignment::assign_replicas_to_brokers(
+                &brokers,
+                partitions,
+                rf,
+                None,
+                None,
+                &mut random_below,
+            )
+            .map_err(assignment_err)?
+        }
+    };
+    let topic_config = TopicConfig::from_overrides(config, &t.configs)
+        .map_err(|e| (errors::INVALID_CONFIG, e.to_string()))?;
+    let topic_id = topics::random_uuid();
+    let info = Arc::new(TopicInfo {
+        name: t.name.clone(),
+        topic_id: Uuid::from_bytes(topic_id),
+        partitions: assignment
+            .iter()
+            .map(|(p, replicas)| PartitionInfo {
+                partition: *p,
+                leader: replicas.first().copied().unwrap_or(-1),
+                leader_epoch: 0,
+                replicas: replicas.clone(),
+                isr: replicas.clone(),
+                offline_replicas: Vec::new(),
+            })
+            .collect(),
+        overrides: topic_config.overrides.clone(),
+        config: Arc::new(topic_config),
+        is_internal: t.name.starts_with("__"),
+    });
+    if validate_only {
+        return Ok(info);
+    }
+    let name = t.name.clone();
+    let overrides = info.overrides.clone();
+    let written_assignment = assignment.clone();
+    cluster
+        .zk_call(move |zk| -> AdminResult<()> {
+            let colliding = topics::colliding_topics(zk, &name).map_err(store_err)?;
+            if let Some(other) = colliding.first() {
+                return Err((
+                    errors::INVALID_TOPIC_EXCEPTION,
+                    format!("Topic '{name}' collides with existing topic: {other}"),
+                ));
+            }
+            match topics::create_topic_assignment(
+                zk,
+                &name,
+                topic_id,
+                &written_assignment,
+                &overrides,
+            ) {
+                Ok(()) => Ok(()),
+                Err(StoreError::NodeExists(_)) => Err((
+                    errors::TOPIC_ALREADY_EXISTS,
+                    format!("Topic '{name}' already exists."),
+                )),
+                Err(e) => Err(store_err(e)),
+            }
+        })
+        .await
+        .map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))??;
+    let n = assignment.len();
+    let name = t.name.clone();
+    if !wait_for_image(ctx, |img| img.topic(&name).is_some_and(|t| all_led(t, n))).await {
+        return Err((
+            errors::REQUEST_TIMED_OUT,
+            format!("Timed out waiting for topic {name} to get leaders"),
+        ));
+    }
+    log::info!("created topic {} with {n} partitions", t.name);
+    Ok(ctx.metadata.image().topic(&t.name).cloned().unwrap_or(info))
+}
+
+pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid> {
+    let cluster = ctx.cluster.clone().expect("cluster mode");
+    if !ctx.config.delete_topic_enable {
+        return Err((
+            errors::TOPIC_DELETION_DISABLED,
+            "Topic deletion is disabled.".into(),
+        ));
+    }
+    let image = ctx.metadata.image();
+    let Some(info) = image.topic(name).cloned() else {
+        return Err((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            "This server does not host this topic-partition.".into(),
+        ));
+    };
+    let topic = name.to_string();
+    cluster
+        .zk_call(
+            move |zk| match topics::mark_topic_for_deletion(zk, &topic) {
+                // Already marked: wait for it like the first request does.
+                Ok(()) | Err(StoreError::NodeExists(_)) => Ok(()),
+                Err(StoreError::NoNode(_)) => Err((
+                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.".to_string(),
+                )),
+                Err(e) => Err(store_err(e)),
+            },
+        )
+        .await
+        .map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))??;
+    if !wait_for_image(ctx, |img| img.topic(name).is_none()).await {
+        return Err((
+            errors::REQUEST_TIMED_OUT,
+            format!("Timed out waiting for topic {name} to be deleted"),
+        ));
+    }
+    Ok(info.topic_id)
+}
+
+pub async fn create_partitions(
+    ctx: &Rc<TopicAdmin>,
+    name: &str,
+    new_total: i32,
+    assignment: Option<Vec<Vec<i32>>>,
+    validate_only: bool,
+) -> AdminResult<()> {
+    let cluster = ctx.cluster.clone().expect("cluster mode");
+    let image = ctx.metadata.image();
+    let Some(info) = image.topic(name).cloned() else {
+        return Err((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("The topic '{name}' does not exist."),
+        ));
+    };
+    let current = info.partitions.len() as i32;
+    if new_total < current {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("Topic currently has {current} partitions, which is higher than the requested {new_total}."),
+        ));
+    }
+    if new_total == current {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("Topic already has {current} partitions."),
+        ));
+    }
+    check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
+    let brokers = assignment::zk_broker_metadatas(&brokers_of(&image)).map_err(assignment_err)?;
+    let first_replicas = info
+        .partitions
+        .first()
+        .map(|p| p.replicas.clone())
+        .unwrap_or_default();
+    let added = assignment::assign_new_partitions(
+        &brokers,
+        &first_replicas,
+        current,
+        new_total,
+        assignment.as_deref(),
+    )
+    .map_err(assignment_err)?;
+    if validate_only {
+        return Ok(());
+    }
+    let topic = name.to_string();
+    cluster
+        .zk_call(move |zk| topics::add_partitions_assignment(zk, &topic, &added).map_err(store_err))
+        .await
+        .map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))??;
+    let n = new_total as usize;
+    if !wait_for_image(ctx, |img| img.topic(name).is_some_and(|t| all_led(t, n))).await {
+        return Err((
+            errors::REQUEST_TIMED_OUT,
+            format!("Timed out waiting for the new partitions of {name}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads topics' config overrides (for topics new to the image).
+pub fn read_topic_configs(
+    zk: &mut crate::zk::ZkClient,
+    names: &[String],
+) -> std::collections::HashMap<String, BTreeMap<String, String>> {
+    let mut out = std::collections::HashMap::new();
+    for n in names {
+        let path = topics::topic_config_path(n);
+        match zk.get(&path) {
+            Ok((b, _)) => match topics::decode_entity_config(&path, &b) {
+                Ok(c) => {
+                    out.insert(n.clone(), c);
+                }
+                Err(e) => log::warn!("{e}"),
+            },
+            Err(StoreError::NoNode(_)) => {
+                out.insert(n.clone(), BTreeMap::new());
+            }
+            Err(e) => log::warn!("reading {path}: {e}"),
+        }
+    }
+    out
+}

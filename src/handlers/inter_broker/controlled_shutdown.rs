@@ -1,0 +1,49 @@
+//! ControlledShutdown (API 7), sent by a broker that is stopping to the
+//! controller, which moves leadership away and answers with the partitions
+//! the broker still leads.
+
+use std::sync::Arc;
+
+use crate::cluster::ClusterHandle;
+use crate::controller::ControllerRequest;
+use crate::protocol::errors;
+use crate::protocol::inter_broker::{
+    ControlledShutdownRequest, ControlledShutdownResponse, RemainingPartition,
+};
+
+pub async fn handle(
+    cluster: &Arc<ClusterHandle>,
+    req: ControlledShutdownRequest,
+) -> ControlledShutdownResponse {
+    let fail = |code| ControlledShutdownResponse {
+        error_code: code,
+        remaining_partitions: Vec::new(),
+    };
+    if !cluster.controller.is_active() {
+        return fail(errors::NOT_CONTROLLER);
+    }
+    let (tx, rx) = futures_channel::oneshot::channel();
+    if !cluster
+        .controller
+        .request(ControllerRequest::ControlledShutdown {
+            broker_id: req.broker_id,
+            reply: tx,
+        })
+    {
+        return fail(errors::NOT_CONTROLLER);
+    }
+    match rx.await {
+        Ok(Ok(remaining)) => ControlledShutdownResponse {
+            error_code: errors::NONE,
+            remaining_partitions: remaining
+                .into_iter()
+                .map(|(topic_name, partition_index)| RemainingPartition {
+                    topic_name,
+                    partition_index,
+                })
+                .collect(),
+        },
+        Ok(Err(code)) => fail(code),
+        Err(_) => fail(errors::NOT_CONTROLLER),
+    }
+}

@@ -1,0 +1,24 @@
+//! The replica layer, as Kafka's `kafka.server.ReplicaManager` and
+//! `kafka.cluster.Partition`: one `ReplicaManager` per shard owns the
+//! partitions that shard hosts (`Partitions`), both purgatories
+//! (`DelayedProduce`, `DelayedFetch`), the follower fetchers, the direct-mode
+//! writers, the roll fsyncs and the AlterPartition sender.
+//!
+//! A partition is touched only by its owning shard; everything here runs on
+//! that shard. It imports the cluster layer (to reach the controller) and
+//! below, never the router or anything above it.
+
+pub mod alter_partition;
+pub mod delayed_fetch;
+pub mod delayed_produce;
+mod direct_writer;
+pub mod fetcher;
+pub mod partition;
+pub mod partitions;
+pub mod parts;
+mod replica_manager;
+mod roll_sync;
+
+pub use partitions::{Partitions, DEFAULT_CLEANER_BACKOFF_MS, REPLICATION_OFFSET_CHECKPOINT_FILE};
+pub use parts::*;
+pub use replica_manager::{ReplicaConfig, ReplicaManager};

@@ -1,0 +1,636 @@
+//! The follower side of a partition's log (Kafka's `appendAsFollower`,
+//! `truncateTo`, `truncateFullyAndStartAt`, `maybeIncrementLogStartOffset`).
+//! A follower stores the leader's batches exactly as fetched: offsets,
+//! partition leader epochs and timestamps come from the leader.
+
+use std::io;
+
+use kshard_shards::log::batch::{self, BatchError, BatchIter, NO_TIMESTAMP};
+use kshard_shards::log::LogAppendInfo;
+
+use crate::protocol::errors;
+use crate::replica::partition::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+use crate::replica::partition::{AppendError, Partition};
+
+fn corrupt(message: String) -> AppendError {
+    AppendError {
+        error_code: errors::CORRUPT_MESSAGE,
+        message,
+        record_errors: Vec::new(),
+    }
+}
+
+/// The follower's truncation point for a diverging epoch in a fetch
+/// response (Kafka's `getOffsetTruncationState`). The leader says its
+/// epoch `diverging.0` ends at `diverging.1`; `local_end_offset_for` is the
+/// local leader epoch cache's `end_offset_for` (largest epoch at or below the
+/// requested one, and where it ends).
+pub fn truncation_offset(
+    local_end_offset_for: (i32, i64),
+    log_end_offset: i64,
+    fetch_offset: i64,
+    diverging: (i32, i64),
+) -> i64 {
+    let (leader_epoch, leader_end_offset) = diverging;
+    if leader_end_offset == UNDEFINED_EPOCH_OFFSET {
+        // The leader knows no end for the epoch: keep what was fetched.
+        return fetch_offset.min(log_end_offset);
+    }
+    if leader_epoch == UNDEFINED_EPOCH {
+        return leader_end_offset.min(log_end_offset);
+    }
+    let (local_epoch, local_end_offset) = local_end_offset_for;
+    if local_end_offset == UNDEFINED_EPOCH_OFFSET {
+        // No local epoch at or below the leader's: trust the leader's offset.
+        leader_end_offset.min(log_end_offset)
+    } else if local_epoch != leader_epoch {
+        // The leader's epoch is unknown here: cut to where the largest
+        // smaller local epoch ends; the next fetch names that epoch and the
+        // leader answers again if the logs still differ.
+        local_end_offset.min(log_end_offset)
+    } else {
+        local_end_offset.min(leader_end_offset).min(log_end_offset)
+    }
+}
+
+impl Partition {
+    /// The epoch of the last record in the log (the fetch request's
+    /// `last_fetched_epoch`), -1 if the log holds none. Epochs recorded at
+    /// the log end offset itself (a leadership without writes) do not count.
+    pub fn last_fetched_epoch(&self) -> i32 {
+        let leo = self.log.log_end_offset();
+        if leo <= 0 {
+            return UNDEFINED_EPOCH;
+        }
+        self.leader_epoch_cache.epoch_for_offset(leo - 1)
+    }
+
+    /// Appends batches fetched from the leader, keeping their offsets and
+    /// epochs. Every complete batch must pass its CRC check and offsets must
+    /// increase; a trailing partial batch is ignored (a fetch may end in
+    /// one). Batches wholly below the log end offset are skipped (a resend).
+    /// Returns what was appended, None if nothing was new.
+    pub fn append_records_as_follower(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<Option<LogAppendInfo>, AppendError> {
+        let leo = self.log.log_end_offset();
+        // Validate everything before touching the log, as Kafka does.
+        let mut new_from: Option<usize> = None;
+        let mut valid_end = 0usize;
+        let mut prev_last_offset = i64::MIN;
+        let mut info = LogAppendInfo {
+            first_offset: -1,
+            last_offset: -1,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: -1,
+            log_append_time_ms: -1,
+            record_count: 0,
+            batch_count: 0,
+            valid_bytes: 0,
+        };
+        for item in BatchIter::new(records) {
+            let (pos, h, bytes) = match item {
+                Ok(b) => b,
+                Err(BatchError::Truncated { .. }) => break,
+                Err(e) => return Err(corrupt(format!("fetched batch: {e}"))),
+            };
+            batch::verify_crc(bytes)
+                .map_err(|e| corrupt(format!("fetched batch at offset {}: {e}", h.base_offset)))?;
+            if h.last_offset_delta < 0 || h.base_offset <= prev_last_offset {
+                return Err(corrupt(format!(
+                    "fetched batch at offset {} (last offset {}) after offset {prev_last_offset}",
+                    h.base_offset,
+                    h.last_offset()
+                )));
+            }
+            prev_last_offset = h.last_offset();
+            valid_end = pos + bytes.len();
+            if new_from.is_none() {
+                if h.last_offset() < leo {
+                    continue;
+                }
+                new_from = Some(pos);
+                info.first_offset = h.base_offset;
+            }
+            info.last_offset = h.last_offset();
+            if h.max_timestamp > info.max_timestamp {
+                info.max_timestamp = h.max_timestamp;
+                info.offset_of_max_timestamp = h.last_offset();
+            }
+            info.record_count += h.records_count.max(0) as u32;
+            info.batch_count += 1;
+        }
+        let Some(start) = new_from else {
+            return Ok(None);
+        };
+        let new = &records[start..valid_end];
+        info.valid_bytes = new.len();
+
+        if info.first_offset < leo {
+            // The batch straddles the log end offset. Only an empty log may
+            // take it (the leader's log start offset fell inside the batch,
+            // after DeleteRecords): restart the log at the batch (Kafka's
+            // handling of UnexpectedAppendOffsetException).
+            if leo != self.log.log_start_offset() {
+                return Err(AppendError {
+                    error_code: errors::UNKNOWN_SERVER_ERROR,
+                    message: format!(
+                        "fetched batch at offset {} overlaps the log end offset {leo}",
+                        info.first_offset
+                    ),
+                    record_errors: Vec::new(),
+                });
+            }
+            self.truncate_fully_and_start_at(info.first_offset, now_ms)
+                .map_err(|e| {
+                    self.storage_error(&format!("restarting the log at {}", info.first_offset), &e)
+                })?;
+        } else if info.first_offset > leo {
+            // Kafka accepts such gaps (a compacted leader drops whole
+            // batches), but `Log::append` requires contiguous offsets.
+            return Err(AppendError {
+                error_code: errors::UNKNOWN_SERVER_ERROR,
+                message: format!(
+                    "fetched batch at offset {} leaves a gap after the log end offset {leo}",
+                    info.first_offset
+                ),
+                record_errors: Vec::new(),
+            });
+        }
+
+        // Epochs recorded at the log end offset have no batches (a
+        // leadership without writes); the fetched batches say what is there.
+        self.leader_epoch_cache
+            .truncate_from_end(info.first_offset)
+            .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
+        let rolled = match self.log.append(new, &info, now_ms) {
+            Ok(rolled) => rolled,
+            Err(e) => return Err(self.storage_error("appending fetched records", &e)),
+        };
+        if let Some(new_base) = rolled {
+            if let Err(e) = self.producer_state.take_snapshot(new_base) {
+                log::warn!(
+                    "{}-{}: producer snapshot at {new_base}: {e}",
+                    self.topic,
+                    self.partition
+                );
+            }
+        }
+        for (_, h, _) in BatchIter::new(new).flatten() {
+            if h.partition_leader_epoch >= 0
+                && h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch()
+            {
+                self.leader_epoch_cache
+                    .assign(h.partition_leader_epoch, h.base_offset)
+                    .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
+            }
+            if h.has_producer_id() {
+                self.producer_state.update(&h, now_ms);
+            }
+        }
+        Ok(Some(info))
+    }
+
+    /// Removes everything at and above `offset` (Kafka's `truncateTo`): the
+    /// log (whole batches), the leader epochs starting there, the producer
+    /// state (reloaded from snapshots and replayed, as on open); the high
+    /// watermark drops to the new log end offset if above it. Returns false
+    /// if `offset` is at or beyond the log end offset (nothing to do).
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> io::Result<bool> {
+        if offset >= self.log.log_end_offset() {
+            return Ok(false);
+        }
+        self.log.truncate_to(offset)?;
+        let leo = self.log.log_end_offset();
+        self.leader_epoch_cache.truncate_from_end(leo)?;
+        self.rebuild_producer_state(now_ms)?;
+        let hw = self.high_watermark().min(leo);
+        self.set_high_watermark(hw);
+        Ok(true)
+    }
+
+    /// Drops the whole log and restarts it, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`): leader epochs and producer state go too.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64, now_ms: i64) -> io::Result<()> {
+        self.log.truncate_fully_and_start_at(offset)?;
+        debug_assert_eq!(self.log.log_end_offset(), offset);
+        debug_assert_eq!(self.log.log_start_offset(), offset);
+        // Every epoch and snapshot describes data that is gone.
+        self.leader_epoch_cache.truncate_from_end(i64::MIN)?;
+        self.producer_state.delete_snapshots_before(i64::MAX)?;
+        self.rebuild_producer_state(now_ms)?;
+        self.set_high_watermark(offset);
+        Ok(())
+    }
+
+    /// Kafka's `maybeIncrementLogStartOffset` for a follower: follows the
+    /// leader's log start offset up, never above the high watermark.
+    /// Returns true if the log start offset moved.
+    pub fn maybe_increment_log_start_offset(
+        &mut self,
+        leader_log_start_offset: i64,
+    ) -> io::Result<bool> {
+        let target = leader_log_start_offset.min(self.high_watermark());
+        if target <= self.log.log_start_offset() {
+            return Ok(false);
+        }
+        self.log.delete_records_before(target)?;
+        Ok(true)
+    }
+
+    /// Reloads producer state from the newest snapshot at or below the log
+    /// end offset and replays the log after it (as `Partition::open` does).
+    fn rebuild_producer_state(&mut self, now_ms: i64) -> io::Result<()> {
+        let replay_from = self.producer_state.truncate_and_reload(
+            self.log.log_start_offset(),
+            self.log.log_end_offset(),
+            now_ms,
+        )?;
+        let producers = &mut self.producer_state;
+        self.log
+            .for_each_batch_from(replay_from, |h| producers.replay(h))
+    }
+}
+
+/// A follower partition in a fresh directory, for this module's tests and
+/// the fetcher's.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    use kshard_shards::log::config::IoMode;
+    use kshard_shards::log::records::BatchBuilder;
+    use uuid::Uuid;
+
+    use crate::config::topic::TopicConfig;
+    use crate::config::BrokerConfig;
+    use crate::replica::partition::Partition;
+
+    pub const NOW_MS: i64 = 1_700_000_000_000;
+
+    pub fn temp_dir(name: &str) -> PathBuf {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "kshard-follower-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    pub fn topic_config(overrides: &[(&str, &str)]) -> Arc<TopicConfig> {
+        let broker = BrokerConfig::from_map(&BTreeMap::new()).unwrap();
+        let map: BTreeMap<String, String> = overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Arc::new(TopicConfig::from_overrides(&broker, &map).unwrap())
+    }
+
+    /// Opens `t-0` under `dir` as a follower at `leader_epoch`, its log
+    /// starting at `log_start_offset`.
+    pub fn follower_in(
+        dir: &std::path::Path,
+        leader_epoch: i32,
+        log_start_offset: i64,
+        overrides: &[(&str, &str)],
+    ) -> Partition {
+        let mut p = Partition::open(
+            dir,
+            "t",
+            0,
+            Uuid::from_u128(7),
+            topic_config(overrides),
+            0,
+            log_start_offset,
+            leader_epoch,
+            86_400_000,
+            IoMode::Buffered,
+            NOW_MS,
+        )
+        .unwrap();
+        p.become_leader_or_follower(leader_epoch, false).unwrap();
+        p
+    }
+
+    /// `count` records at `base_offset` written in `epoch`.
+    pub fn batch(base_offset: i64, count: usize, epoch: i32) -> Vec<u8> {
+        let mut b = BatchBuilder::new(base_offset).partition_leader_epoch(epoch);
+        for i in 0..count {
+            b.push(NOW_MS + i as i64, Some(b"k"), Some(b"value"), &[]);
+        }
+        b.build()
+    }
+
+    /// Like `batch`, from an idempotent producer.
+    pub fn producer_batch(
+        base_offset: i64,
+        count: usize,
+        epoch: i32,
+        producer_id: i64,
+        seq: i32,
+    ) -> Vec<u8> {
+        let mut b = BatchBuilder::new(base_offset)
+            .partition_leader_epoch(epoch)
+            .producer(producer_id, 0, seq);
+        for i in 0..count {
+            b.push(NOW_MS + i as i64, None, Some(b"v"), &[]);
+        }
+        b.build()
+    }
+
+    /// The log's bytes from `offset` to its end.
+    pub fn log_bytes(p: &Partition, offset: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut at = offset;
+        while at < p.log.log_end_offset() {
+            let info = p.log.read(at, u32::MAX, i64::MAX, true).unwrap();
+            let Some(slice) = info.slice else { break };
+            let bytes = kshard_shards::log::read_slice_bytes(&slice).unwrap();
+            let mut next = at;
+            for (_, h, _) in kshard_shards::log::batch::BatchIter::new(&bytes).flatten() {
+                next = h.last_offset() + 1;
+            }
+            out.extend_from_slice(&bytes);
+            at = next;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+
+    fn concat(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    #[test]
+    fn follower_append_keeps_offsets_epochs_and_bytes() {
+        let dir = temp_dir("append");
+        // Opening records the metadata epoch at the empty log's end.
+        let mut p = follower_in(&dir, 1, 0, &[]);
+        assert_eq!(p.leader_epoch_cache.entries(), &[(1, 0)]);
+        assert_eq!(p.last_fetched_epoch(), UNDEFINED_EPOCH);
+        let fetched = concat(&[
+            &batch(0, 3, 3),
+            &batch(3, 2, 3),
+            &producer_batch(5, 1, 5, 42, 0),
+        ]);
+        let info = p
+            .append_records_as_follower(&fetched, NOW_MS)
+            .map_err(|e| e.message)
+            .unwrap()
+            .unwrap();
+        assert_eq!((info.first_offset, info.last_offset), (0, 5));
+        assert_eq!((info.batch_count, info.record_count), (3, 6));
+        assert_eq!(info.valid_bytes, fetched.len());
+        assert_eq!(info.log_append_time_ms, -1);
+        assert_eq!(info.max_timestamp, NOW_MS + 2);
+        assert_eq!(info.offset_of_max_timestamp, 2);
+        assert_eq!(p.log.log_end_offset(), 6);
+        // The leader's epochs, not the one recorded at open.
+        assert_eq!(p.leader_epoch_cache.entries(), &[(3, 0), (5, 5)]);
+        assert_eq!(p.last_fetched_epoch(), 5);
+        // Stored byte for byte: offsets, epochs and CRCs as the leader sent them.
+        assert_eq!(log_bytes(&p, 0), fetched);
+        let producer = p.producer_state.last_entry(42).expect("producer replayed");
+        assert_eq!(producer.last_seq(), 0);
+        assert_eq!(producer.last_data_offset(), 5);
+        // The high watermark is the fetcher's to set.
+        assert_eq!(p.high_watermark(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn follower_append_skips_what_it_has() {
+        let dir = temp_dir("resend");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        let first = concat(&[&batch(0, 2, 0), &batch(2, 2, 0)]);
+        p.append_records_as_follower(&first, NOW_MS).ok().unwrap();
+        assert!(p
+            .append_records_as_follower(&first, NOW_MS)
+            .ok()
+            .unwrap()
+            .is_none());
+        let more = concat(&[&first, &batch(4, 3, 1)]);
+        let info = p
+            .append_records_as_follower(&more, NOW_MS)
+            .ok()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (info.first_offset, info.last_offset, info.batch_count),
+            (4, 6, 1)
+        );
+        assert_eq!(p.log.log_end_offset(), 7);
+        assert_eq!(log_bytes(&p, 0), more);
+        // Empty input and a lone partial batch append nothing.
+        assert!(p
+            .append_records_as_follower(&[], NOW_MS)
+            .ok()
+            .unwrap()
+            .is_none());
+        let partial = batch(7, 2, 1);
+        assert!(p
+            .append_records_as_follower(&partial[..partial.len() - 1], NOW_MS)
+            .ok()
+            .unwrap()
+            .is_none());
+        // A trailing partial batch is left for the next fetch.
+        let with_tail = concat(&[&batch(7, 1, 1), &partial[..20]]);
+        let info = p
+            .append_records_as_follower(&with_tail, NOW_MS)
+            .ok()
+            .unwrap()
+            .unwrap();
+        assert_eq!(info.last_offset, 7);
+        assert_eq!(p.log.log_end_offset(), 8);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn follower_append_rejects_corruption_gaps_and_overlaps() {
+        let dir = temp_dir("reject");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        p.append_records_as_follower(&batch(0, 2, 0), NOW_MS)
+            .ok()
+            .unwrap();
+        let check = |p: &mut Partition, records: &[u8], code: i16| {
+            let before = (p.log.log_end_offset(), p.log.size_bytes());
+            match p.append_records_as_follower(records, NOW_MS) {
+                Err(e) => assert_eq!(e.error_code, code, "{}", e.message),
+                Ok(_) => panic!("appended"),
+            }
+            assert_eq!((p.log.log_end_offset(), p.log.size_bytes()), before);
+        };
+        // A flipped bit in a record, even behind a good batch: nothing goes in.
+        let mut bad = batch(3, 2, 0);
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        check(
+            &mut p,
+            &concat(&[&batch(2, 1, 0), &bad]),
+            errors::CORRUPT_MESSAGE,
+        );
+        // Not a v2 batch.
+        let mut magic = batch(2, 1, 0);
+        magic[batch::MAGIC_OFFSET] = 1;
+        check(&mut p, &magic, errors::CORRUPT_MESSAGE);
+        // Offsets that go backwards.
+        check(
+            &mut p,
+            &concat(&[&batch(2, 3, 0), &batch(3, 1, 0)]),
+            errors::CORRUPT_MESSAGE,
+        );
+        // A gap after the log end offset.
+        check(&mut p, &batch(3, 1, 0), errors::UNKNOWN_SERVER_ERROR);
+        // A batch across the end of a non-empty log.
+        check(&mut p, &batch(1, 3, 0), errors::UNKNOWN_SERVER_ERROR);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn empty_log_restarts_at_a_batch_across_its_start() {
+        let dir = temp_dir("restart");
+        // DeleteRecords on the leader left its log start inside a batch.
+        let mut p = follower_in(&dir, 0, 100, &[]);
+        assert_eq!(
+            (p.log.log_start_offset(), p.log.log_end_offset()),
+            (100, 100)
+        );
+        let info = p
+            .append_records_as_follower(&batch(95, 10, 2), NOW_MS)
+            .map_err(|e| e.message)
+            .unwrap()
+            .unwrap();
+        assert_eq!(info.first_offset, 95);
+        assert_eq!(
+            (p.log.log_start_offset(), p.log.log_end_offset()),
+            (95, 105)
+        );
+        assert_eq!(p.leader_epoch_cache.entries(), &[(2, 95)]);
+        // Restarting above the data (the leader's log starts past ours).
+        p.truncate_fully_and_start_at(200, NOW_MS).unwrap();
+        assert_eq!(
+            (p.log.log_start_offset(), p.log.log_end_offset()),
+            (200, 200)
+        );
+        assert!(p.leader_epoch_cache.entries().is_empty());
+        assert_eq!(p.high_watermark(), 200);
+        let info = p
+            .append_records_as_follower(&batch(200, 2, 3), NOW_MS)
+            .map_err(|e| e.message)
+            .unwrap()
+            .unwrap();
+        assert_eq!((info.first_offset, p.log.log_end_offset()), (200, 202));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn truncate_to_drops_the_tail_epochs_and_producers() {
+        let dir = temp_dir("truncate");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        let fetched = concat(&[
+            &batch(0, 3, 3),
+            &producer_batch(3, 2, 4, 9, 0),
+            &producer_batch(5, 1, 5, 10, 0),
+        ]);
+        p.append_records_as_follower(&fetched, NOW_MS).ok().unwrap();
+        p.set_high_watermark(6);
+        assert!(!p.truncate_to(6, NOW_MS).unwrap());
+        assert!(!p.truncate_to(60, NOW_MS).unwrap());
+        assert!(p.truncate_to(5, NOW_MS).unwrap());
+        assert_eq!(p.log.log_end_offset(), 5);
+        assert_eq!(p.high_watermark(), 5);
+        assert_eq!(p.leader_epoch_cache.entries(), &[(3, 0), (4, 3)]);
+        assert_eq!(p.last_fetched_epoch(), 4);
+        assert!(p.producer_state.last_entry(10).is_none());
+        assert_eq!(
+            p.producer_state.last_entry(9).unwrap().last_data_offset(),
+            4
+        );
+        // Inside a batch: the whole batch goes.
+        assert!(p.truncate_to(4, NOW_MS).unwrap());
+        assert_eq!(p.log.log_end_offset(), 3);
+        assert_eq!(p.leader_epoch_cache.entries(), &[(3, 0)]);
+        assert!(p.producer_state.last_entry(9).is_none());
+        assert_eq!(log_bytes(&p, 0), batch(0, 3, 3));
+        // Fetching resumes at the new end.
+        let next = producer_batch(3, 1, 6, 11, 0);
+        p.append_records_as_follower(&next, NOW_MS).ok().unwrap();
+        assert_eq!(p.leader_epoch_cache.entries(), &[(3, 0), (6, 3)]);
+        assert_eq!(p.log.log_end_offset(), 4);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn truncation_survives_reopen() {
+        let dir = temp_dir("reopen");
+        let mut p = follower_in(&dir, 0, 0, &[("segment.bytes", "14")]);
+        for i in 0..4 {
+            let b = producer_batch(i * 2, 2, i as i32, 5, (i * 2) as i32);
+            p.append_records_as_follower(&b, NOW_MS).ok().unwrap();
+        }
+        assert_eq!(p.log.segment_count(), 4, "one batch per segment");
+        assert!(p.truncate_to(3, NOW_MS).unwrap());
+        assert_eq!(p.log.log_end_offset(), 2);
+        assert_eq!(p.producer_state.last_entry(5).unwrap().last_seq(), 1);
+        p.close().unwrap();
+        let p = follower_in(&dir, 0, 0, &[("segment.bytes", "14")]);
+        assert_eq!(p.log.log_end_offset(), 2);
+        assert_eq!(p.leader_epoch_cache.entries()[0], (0, 0));
+        assert_eq!(p.producer_state.last_entry(5).unwrap().last_seq(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn log_start_offset_follows_the_leader_up_to_the_high_watermark() {
+        let dir = temp_dir("lso");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        p.append_records_as_follower(&concat(&[&batch(0, 4, 0), &batch(4, 4, 0)]), NOW_MS)
+            .ok()
+            .unwrap();
+        p.set_high_watermark(6);
+        assert!(p.maybe_increment_log_start_offset(3).unwrap());
+        assert_eq!(p.log.log_start_offset(), 3);
+        assert!(!p.maybe_increment_log_start_offset(2).unwrap());
+        assert!(p.maybe_increment_log_start_offset(100).unwrap());
+        assert_eq!(p.log.log_start_offset(), 6);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn truncation_offsets_follow_kafka() {
+        // (local end_offset_for result, log end offset, fetch offset, diverging)
+        // Same epoch on both sides: the smaller end wins.
+        assert_eq!(truncation_offset((3, 80), 100, 100, (3, 90)), 80);
+        assert_eq!(truncation_offset((3, 95), 100, 100, (3, 90)), 90);
+        assert_eq!(truncation_offset((3, 120), 100, 100, (3, 110)), 100);
+        // The leader's epoch is unknown here: cut to the smaller epoch's end.
+        assert_eq!(truncation_offset((2, 70), 100, 100, (3, 90)), 70);
+        // No local epoch at or below the leader's: the leader's offset.
+        assert_eq!(
+            truncation_offset((UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET), 100, 100, (1, 40)),
+            40
+        );
+        // The leader knows no end offset: nothing to cut.
+        assert_eq!(
+            truncation_offset((3, 80), 100, 100, (3, UNDEFINED_EPOCH_OFFSET)),
+            100
+        );
+        assert_eq!(
+            truncation_offset((3, 80), 100, 100, (UNDEFINED_EPOCH, 60)),
+            60
+        );
+    }
+}

@@ -1,0 +1,478 @@
+//! A partition this broker leads: its log, its producer state, its leader
+//! epoch and high watermark. Owned by exactly one shard.
+
+pub mod follower;
+pub mod leader;
+pub mod leader_epoch;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use uuid::Uuid;
+
+use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
+use kshard_shards::log::config::{IoMode, LogConfig};
+use kshard_shards::log::direct_write::DirectWrite;
+use kshard_shards::log::log::{Log, ReadError};
+use kshard_shards::log::patched::PatchedRecords;
+use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
+use kshard_shards::log::validate::{ValidationConfig, ValidationError, Validator};
+use kshard_shards::log::FileSlice;
+
+use crate::config::topic::TopicConfig;
+use crate::protocol::errors;
+use crate::replica::partition::leader_epoch::LeaderEpochCache;
+
+/// Outcome of appending one Produce partition's records.
+pub struct AppendResult {
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Debug)]
+pub struct AppendError {
+    pub error_code: i16,
+    pub message: String,
+    /// Rejected records (batch index, Kafka's message); when any, `message`
+    /// is the one Kafka sends with the error code, else Kafka sends none.
+    pub record_errors: Vec<(i32, String)>,
+}
+
+pub struct PartitionRead {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub slice: Option<FileSlice>,
+    /// Kafka's size of the read (see `ReadInfo::read_size`).
+    pub read_size: u32,
+}
+
+pub struct Partition {
+    pub topic: String,
+    pub partition: i32,
+    pub topic_id: Uuid,
+    pub log: Log,
+    pub producer_state: ProducerStateManager,
+    pub leader_epoch_cache: LeaderEpochCache,
+    pub leader_epoch: i32,
+    /// False while this broker follows (cluster mode): clients get
+    /// NOT_LEADER_OR_FOLLOWER.
+    pub is_leader: bool,
+    /// The high watermark: consumers read below it. A leader advances it
+    /// as the ISR catches up; a follower takes min(LEO, leader's HW).
+    hw: i64,
+    /// Replication state while leading (cluster mode); see `replication`.
+    pub leadership: crate::replica::partition::leader::Leadership,
+    pub config: Arc<TopicConfig>,
+    io_mode: IoMode,
+    validation: ValidationConfig,
+    /// A task is writing this log's staged appends (direct mode).
+    pub direct_writer_running: bool,
+    /// Produce answers NOT_LEADER_OR_FOLLOWER while set: a role change or
+    /// close waits for the staged appends to land.
+    pub appends_fenced: bool,
+}
+
+/// The log settings of a topic; `io_mode` is broker-wide (`log.io.mode`).
+pub fn log_config_of(c: &TopicConfig, io_mode: IoMode) -> LogConfig {
+    LogConfig {
+        segment_bytes: c.segment_bytes as u64,
+        segment_ms: c.segment_ms,
+        retention_ms: c.retention_ms,
+        retention_bytes: c.retention_bytes,
+        index_interval_bytes: c.index_interval_bytes as u32,
+        max_index_size_bytes: c.segment_index_bytes as u32,
+        flush_interval_messages: if c.flush_messages < 0 {
+            u64::MAX
+        } else {
+            c.flush_messages as u64
+        },
+        flush_interval_ms: c.flush_ms,
+        preallocate: c.preallocate,
+        io_mode,
+        compact: c.is_compacted(),
+        delete: c.is_delete(),
+        delete_retention_ms: c.delete_retention_ms,
+        min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
+        min_compaction_lag_ms: c.min_compaction_lag_ms,
+        max_compaction_lag_ms: c.max_compaction_lag_ms,
+    }
+}
+
+pub(crate) fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
+    ValidationConfig {
+        max_message_bytes: c.max_message_bytes.max(0) as usize,
+        timestamp_type: if c.message_timestamp_type == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        timestamp_before_max_ms: c.message_timestamp_before_max_ms,
+        timestamp_after_max_ms: c.message_timestamp_after_max_ms,
+        compacted: c.is_compacted(),
+    }
+}
+
+impl Partition {
+    /// Logs a storage failure with the partition's directory and its cause
+    /// (Kafka names the directory with every KafkaStorageException) and
+    /// makes the KAFKA_STORAGE_ERROR answer.
+    pub fn storage_error(&self, what: &str, cause: &dyn std::fmt::Display) -> AppendError {
+        log::error!(
+            "{}-{} in dir {}: error while {what}: {cause}",
+            self.topic,
+            self.partition,
+            self.log.dir().display()
+        );
+        AppendError {
+            error_code: errors::KAFKA_STORAGE_ERROR,
+            message: format!("Error while {what}: {cause}"),
+            record_errors: Vec::new(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        log_dir: &Path,
+        topic: &str,
+        partition: i32,
+        topic_id: Uuid,
+        config: Arc<TopicConfig>,
+        recovery_point: i64,
+        log_start_offset: i64,
+        leader_epoch: i32,
+        producer_id_expiration_ms: i64,
+        io_mode: IoMode,
+        now_ms: i64,
+    ) -> io::Result<Partition> {
+        let dir: PathBuf = log_dir.join(format!("{topic}-{partition}"));
+        let (log, stats) = Log::open(
+            &dir,
+            log_config_of(&config, io_mode),
+            recovery_point,
+            log_start_offset,
+            now_ms,
+        )?;
+        if stats.segments_scanned > 0 {
+            log::info!(
+                "recovered {topic}-{partition}: {} segments scanned, {} batches, {} bytes truncated",
+                stats.segments_scanned,
+                stats.batches_recovered,
+                stats.bytes_truncated
+            );
+        }
+        let mut producer_state = ProducerStateManager::new(&dir, producer_id_expiration_ms);
+        let replay_from =
+            producer_state.load(log.log_start_offset(), log.log_end_offset(), now_ms)?;
+        log.for_each_batch_from(replay_from, |h: &BatchHeader| producer_state.replay(h))?;
+        let mut leader_epoch_cache = LeaderEpochCache::open(&dir)?;
+        leader_epoch_cache.truncate_from_end(log.log_end_offset())?;
+        leader_epoch_cache.assign(leader_epoch, log.log_end_offset())?;
+        let initial_hw = log.log_end_offset();
+        Ok(Partition {
+            topic: topic.to_string(),
+            partition,
+            topic_id,
+            validation: validation_config_of(&config),
+            log,
+            producer_state,
+            leader_epoch_cache,
+            leader_epoch,
+            is_leader: true,
+            hw: initial_hw,
+            leadership: crate::replica::partition::leader::Leadership::default(),
+            config,
+            io_mode,
+            direct_writer_running: false,
+            appends_fenced: false,
+        })
+    }
+
+    /// makeLeader / makeFollower: a new leader epoch from the controller.
+    /// A leader records where its epoch starts (KIP-101).
+    pub fn become_leader_or_follower(
+        &mut self,
+        leader_epoch: i32,
+        is_leader: bool,
+    ) -> io::Result<()> {
+        debug_assert!(leader_epoch >= self.leader_epoch);
+        self.leader_epoch = leader_epoch;
+        self.is_leader = is_leader;
+        if is_leader {
+            self.leader_epoch_cache
+                .assign(leader_epoch, self.log.log_end_offset())?;
+        }
+        Ok(())
+    }
+
+    pub fn set_config(&mut self, config: Arc<TopicConfig>) {
+        self.log.set_config(log_config_of(&config, self.io_mode));
+        self.validation = validation_config_of(&config);
+        self.config = config;
+    }
+
+    #[inline]
+    pub fn high_watermark(&self) -> i64 {
+        self.hw
+    }
+
+    /// Sets the high watermark, at most the log end offset. A leader's only
+    /// grows (`replication::maybe_increment_high_watermark`); a follower's
+    /// follows the leader's and may drop after truncation.
+    pub fn set_high_watermark(&mut self, hw: i64) {
+        self.hw = hw.clamp(self.log.log_start_offset(), self.log.log_end_offset());
+    }
+
+    /// Validates, deduplicates (idempotent producers), assigns offsets and
+    /// appends; with `allow_staging` a direct-mode log stages the append for
+    /// an asynchronous write instead (see `kshard_shards::log::direct_write`):
+    /// it is then not in the log until `complete_direct_write`.
+    pub fn append_records_as_leader(
+        &mut self,
+        records: &Bytes,
+        validator: &mut Validator,
+        now_ms: i64,
+        allow_staging: bool,
+    ) -> Result<AppendResult, AppendError> {
+        if let Some(reason) = self.log.write_failure() {
+            return Err(AppendError {
+                error_code: errors::KAFKA_STORAGE_ERROR,
+                message: format!("the log stopped after a failed write: {reason}"),
+                record_errors: Vec::new(),
+            });
+        }
+        // Sequence checks come first: a duplicate is answered with the
+        // original offsets and nothing is appended.
+        let mut first = true;
+        for item in BatchIter::new(records) {
+            let header = match item {
+                Ok((_, h, _)) => h,
+                Err(e) => {
+                    return Err(AppendError {
+                        error_code: errors::CORRUPT_MESSAGE,
+                        message: e.to_string(),
+                        record_errors: Vec::new(),
+                    })
+                }
+            };
+            if !header.has_producer_id() {
+                continue;
+            }
+            match self.producer_state.check(&header) {
+                Ok(SequenceCheck::Append) => {}
+                Ok(SequenceCheck::Duplicate { first_offset, .. }) if first => {
+                    return Ok(AppendResult {
+                        base_offset: first_offset,
+                        log_append_time_ms: -1,
+                        log_start_offset: self.log.log_start_offset(),
+                    });
+                }
+                Ok(SequenceCheck::Duplicate { .. }) => {
+                    return Err(AppendError {
+                        error_code: errors::DUPLICATE_SEQUENCE_NUMBER,
+                        message: "duplicate batch in a multi-batch produce".into(),
+                        record_errors: Vec::new(),
+                    })
+                }
+                Err(e) => {
+                    return Err(AppendError {
+                        error_code: e.error_code(),
+                        message: e.to_string(),
+                        record_errors: Vec::new(),
+                    })
+                }
+            }
+            first = false;
+        }
+        let next_offset = self.log.next_offset();
+        let topic_partition = format!("{}-{}", self.topic, self.partition);
+        let validation_error = |e: ValidationError| {
+            let e = e.with_topic_partition(&topic_partition);
+            AppendError {
+                error_code: e.error_code(),
+                message: e.wire_message().unwrap_or_else(|| e.to_string()),
+                record_errors: e.record_errors().to_vec(),
+            }
+        };
+        let info = if allow_staging && self.log.stages_appends() {
+            // Direct mode: the request's bytes are staged as they are, with
+            // the headers offset assignment rewrote beside them.
+            let mut headers = Vec::with_capacity(1);
+            let info = validator
+                .validate_and_patch_headers(
+                    records,
+                    next_offset,
+                    self.leader_epoch,
+                    now_ms,
+                    &self.validation,
+                    &mut headers,
+                )
+                .map_err(validation_error)?;
+            let staged = PatchedRecords::new(records.slice(..info.valid_bytes), headers);
+            let stored: Vec<BatchHeader> = staged.headers().flatten().collect();
+            if let Err(e) = self.log.stage(staged, info) {
+                return Err(self.storage_error("appending records", &e));
+            }
+            for h in stored.iter().filter(|h| h.has_producer_id()) {
+                self.producer_state.update(h, now_ms);
+            }
+            info
+        } else {
+            let mut buf = BytesMut::from(&records[..]);
+            let info = validator
+                .validate_and_assign_offsets(
+                    &mut buf,
+                    next_offset,
+                    self.leader_epoch,
+                    now_ms,
+                    &self.validation,
+                )
+                .map_err(validation_error)?;
+            let appended = &buf[..info.valid_bytes];
+            let rolled = match self.log.append(appended, &info, now_ms) {
+                Ok(rolled) => rolled,
+                Err(e) => return Err(self.storage_error("appending records", &e)),
+            };
+            if let Some(new_base) = rolled {
+                self.snapshot_producer_state(new_base);
+            }
+            debug_assert_eq!(self.log.log_end_offset(), info.last_offset + 1);
+            for (_, h, _) in BatchIter::new(appended).flatten() {
+                if h.has_producer_id() {
+                    self.producer_state.update(&h, now_ms);
+                }
+            }
+            info
+        };
+        debug_assert_eq!(info.first_offset, next_offset);
+        debug_assert_eq!(self.log.next_offset(), info.last_offset + 1);
+        Ok(AppendResult {
+            base_offset: info.first_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            log_start_offset: self.log.log_start_offset(),
+        })
+    }
+
+    fn snapshot_producer_state(&mut self, offset: i64) {
+        if let Err(e) = self.producer_state.take_snapshot(offset) {
+            log::warn!(
+                "{}-{}: producer snapshot at {offset}: {e}",
+                self.topic,
+                self.partition
+            );
+        }
+    }
+
+    /// The next asynchronous write of staged appends, if one can start.
+    pub fn begin_direct_write(&mut self, now_ms: i64) -> io::Result<Option<DirectWrite>> {
+        self.log.begin_write(now_ms)
+    }
+
+    /// A write from `begin_direct_write` finished: its appends join the
+    /// log and may move the high watermark (true if it moved). A
+    /// producer-state snapshot is taken after a roll once the log has
+    /// nothing staged, so the snapshot never runs ahead of the file.
+    pub fn complete_direct_write(&mut self, write: DirectWrite, result: io::Result<()>) -> bool {
+        if let Err(e) = self.log.complete_write(write, result) {
+            log::error!(
+                "{}-{} in dir {}: direct write failed, the partition takes no more appends: {e}",
+                self.topic,
+                self.partition,
+                self.log.dir().display()
+            );
+            return false;
+        }
+        if self.log.take_snapshot_point() {
+            self.snapshot_producer_state(self.log.log_end_offset());
+        }
+        self.maybe_increment_high_watermark()
+    }
+
+    /// Reads for a consumer: whole batches below the high watermark.
+    pub fn read(&self, fetch_offset: i64, max_bytes: u32, min_one_batch: bool) -> PartitionRead {
+        let hw = self.high_watermark();
+        let mut out = PartitionRead {
+            error_code: errors::NONE,
+            high_watermark: hw,
+            last_stable_offset: hw,
+            log_start_offset: self.log.log_start_offset(),
+            slice: None,
+            read_size: 0,
+        };
+        match self.log.read(fetch_offset, max_bytes, hw, min_one_batch) {
+            Ok(info) => {
+                out.slice = info.slice;
+                out.read_size = info.read_size;
+            }
+            Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
+            Err(ReadError::Io(e)) => {
+                log::error!(
+                    "{}-{} in dir {}: read at {fetch_offset}: {e}",
+                    self.topic,
+                    self.partition,
+                    self.log.dir().display()
+                );
+                out.error_code = errors::KAFKA_STORAGE_ERROR;
+            }
+        }
+        // Kafka's createLogReadResult(e): a failed read reports no offsets.
+        if out.error_code != errors::NONE {
+            out.high_watermark = -1;
+            out.last_stable_offset = -1;
+            out.log_start_offset = -1;
+        }
+        out
+    }
+
+    /// Reads for a follower: whole batches up to the log end offset.
+    pub fn read_for_follower(
+        &self,
+        fetch_offset: i64,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> PartitionRead {
+        let leo = self.log.log_end_offset();
+        let mut out = PartitionRead {
+            error_code: errors::NONE,
+            high_watermark: self.high_watermark(),
+            last_stable_offset: self.high_watermark(),
+            log_start_offset: self.log.log_start_offset(),
+            slice: None,
+            read_size: 0,
+        };
+        match self.log.read(fetch_offset, max_bytes, leo, min_one_batch) {
+            Ok(info) => {
+                out.slice = info.slice;
+                out.read_size = info.read_size;
+            }
+            Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
+            Err(ReadError::Io(e)) => {
+                log::error!(
+                    "{}-{} in dir {}: follower read at {fetch_offset}: {e}",
+                    self.topic,
+                    self.partition,
+                    self.log.dir().display()
+                );
+                out.error_code = errors::KAFKA_STORAGE_ERROR;
+            }
+        }
+        out
+    }
+
+    pub fn close(self) -> io::Result<(i64, i64)> {
+        let Partition {
+            log,
+            mut producer_state,
+            ..
+        } = self;
+        let leo = log.log_end_offset();
+        let lso = log.log_start_offset();
+        producer_state.take_snapshot(leo)?;
+        log.close()?;
+        Ok((leo, lso))
+    }
+}

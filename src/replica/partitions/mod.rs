@@ -1,0 +1,757 @@
+//! The partitions one shard hosts (Kafka's `ReplicaManager.allPartitions`)
+//! and the synchronous partition-level work of Produce, Fetch, ListOffsets,
+//! DeleteRecords and OffsetForLeaderEpoch. It runs on the owning shard, in
+//! the order requests arrived; `ReplicaManager` adds the waiting around it.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+
+use kshard_shards::log::checkpoint::{OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE};
+use kshard_shards::log::cleaner::{CleanerConfig, LogCleaner, Step};
+use kshard_shards::log::config::IoMode;
+use kshard_shards::log::validate::Validator;
+use kshard_shards::log::RollSyncJob;
+
+use crate::metadata::metadata_cache::TopicInfo;
+use crate::protocol::errors;
+use crate::replica::partition::Partition;
+use crate::replica::parts::*;
+
+/// Kafka's `allPartitions`: the partitions this shard hosts, and the
+/// synchronous partition-level work on them.
+pub struct Partitions {
+    log_dir: PathBuf,
+    /// topic -> partition -> state; looked up by &str without allocating.
+    topics: HashMap<String, HashMap<i32, Partition>>,
+    validator: Validator,
+    /// Offsets read from the broker checkpoints at start-up.
+    startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
+    producer_id_expiration_ms: i64,
+    io_mode: IoMode,
+    /// This shard's log cleaner (compacted topics) and its pacing.
+    cleaner: LogCleaner,
+    /// `cleaner-offset-checkpoint` as read at start-up.
+    startup_cleaner_offsets: HashMap<(String, i32), i64>,
+    /// Kafka's `log.cleaner.backoff.ms`: the wait after finding nothing to clean.
+    cleaner_backoff_ms: i64,
+    next_cleaner_check_ms: i64,
+    /// `log.cleaner.enable`.
+    cleaner_enabled: bool,
+    /// Cluster mode: a partition this broker does not hold is another
+    /// broker's (NOT_LEADER_OR_FOLLOWER), not unknown.
+    cluster_mode: bool,
+    /// `replica.lag.time.max.ms`.
+    replica_lag_time_max_ms: i64,
+    /// `replication-offset-checkpoint` as read at start-up.
+    startup_high_watermarks: HashMap<(String, i32), i64>,
+    /// ISR changes for the controller (AlterPartition), drained by the shard.
+    alter_isr_queue: Vec<crate::replica::partition::leader::AlterIsr>,
+    /// The broker is shutting down: delayed operations complete at once.
+    closing: bool,
+}
+
+/// Kafka's `log.cleaner.backoff.ms` default.
+pub const DEFAULT_CLEANER_BACKOFF_MS: i64 = 15_000;
+
+fn read_cleaner_offsets(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
+    match OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).read() {
+        Ok(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
+        Err(e) => {
+            // Kafka too starts cleaning from the log start without it.
+            log::warn!("{CLEANER_OFFSET_CHECKPOINT_FILE}: {e}");
+            HashMap::new()
+        }
+    }
+}
+
+mod roles;
+
+fn read_high_watermarks(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
+    match OffsetCheckpointFile::new(log_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE)).read() {
+        Ok(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
+        Err(e) => {
+            log::warn!("{REPLICATION_OFFSET_CHECKPOINT_FILE}: {e}");
+            HashMap::new()
+        }
+    }
+}
+
+/// Kafka's high watermark checkpoint file.
+pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
+
+fn leader_epoch_error(requested: i32, current: i32) -> Option<i16> {
+    if requested < 0 || requested == current {
+        None
+    } else if requested < current {
+        Some(errors::FENCED_LEADER_EPOCH)
+    } else {
+        Some(errors::UNKNOWN_LEADER_EPOCH)
+    }
+}
+
+impl Partitions {
+    pub fn new(
+        log_dir: PathBuf,
+        startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
+        producer_id_expiration_ms: i64,
+        io_mode: IoMode,
+    ) -> Self {
+        Partitions {
+            startup_cleaner_offsets: read_cleaner_offsets(&log_dir),
+            startup_high_watermarks: read_high_watermarks(&log_dir),
+            cleaner: LogCleaner::new(CleanerConfig::default()),
+            cleaner_backoff_ms: DEFAULT_CLEANER_BACKOFF_MS,
+            cleaner_enabled: true,
+            next_cleaner_check_ms: 0,
+            log_dir,
+            topics: HashMap::new(),
+            validator: Validator::new(),
+            startup_checkpoints,
+            producer_id_expiration_ms,
+            io_mode,
+            cluster_mode: false,
+            replica_lag_time_max_ms: 30_000,
+            alter_isr_queue: Vec::new(),
+            closing: false,
+        }
+    }
+
+    /// From here on, parked fetches and produces complete at once.
+    pub fn set_closing(&mut self) {
+        self.closing = true;
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    pub fn set_replica_lag_time_max_ms(&mut self, ms: i64) {
+        self.replica_lag_time_max_ms = ms.max(1);
+    }
+
+    pub fn replica_lag_time_max_ms(&self) -> i64 {
+        self.replica_lag_time_max_ms
+    }
+
+    pub fn set_cluster_mode(&mut self, on: bool) {
+        self.cluster_mode = on;
+    }
+
+    fn absent_error(&self) -> i16 {
+        if self.cluster_mode {
+            errors::NOT_LEADER_OR_FOLLOWER
+        } else {
+            errors::UNKNOWN_TOPIC_OR_PARTITION
+        }
+    }
+
+    /// The partition if this broker leads it, else the error for clients.
+    fn leader_partition(&self, topic: &str, partition: i32) -> Result<&Partition, i16> {
+        match self.partition(topic, partition) {
+            Some(p) if p.is_leader => Ok(p),
+            Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
+            None => Err(self.absent_error()),
+        }
+    }
+
+    fn leader_partition_mut(&mut self, topic: &str, partition: i32) -> Result<&mut Partition, i16> {
+        let absent = self.absent_error();
+        match self
+            .topics
+            .get_mut(topic)
+            .and_then(|t| t.get_mut(&partition))
+        {
+            Some(p) if p.is_leader => Ok(p),
+            Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
+            None => Err(absent),
+        }
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<&Partition> {
+        self.topics.get(topic).and_then(|t| t.get(&partition))
+    }
+
+    pub fn partition_mut(&mut self, topic: &str, partition: i32) -> Option<&mut Partition> {
+        self.topics
+            .get_mut(topic)
+            .and_then(|t| t.get_mut(&partition))
+    }
+
+    pub fn partition_ids(&self, topic: &str) -> Vec<i32> {
+        self.topics
+            .get(topic)
+            .map(|t| t.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.topics.values().map(|t| t.len()).sum()
+    }
+
+    /// Opens (or creates) the logs of `partitions` of `topic` on this shard.
+    pub fn open_partitions(
+        &mut self,
+        topic: &TopicInfo,
+        partitions: &[i32],
+        now_ms: i64,
+    ) -> io::Result<()> {
+        for &p in partitions {
+            if self.partition(&topic.name, p).is_some() {
+                continue;
+            }
+            let (recovery_point, log_start) = self
+                .startup_checkpoints
+                .remove(&(topic.name.clone(), p))
+                .unwrap_or((0, 0));
+            let leader_epoch = topic
+                .partitions
+                .iter()
+                .find(|pi| pi.partition == p)
+                .map(|pi| pi.leader_epoch)
+                .unwrap_or(0);
+            let cleaner_offset = self
+                .startup_cleaner_offsets
+                .remove(&(topic.name.clone(), p));
+            let mut partition = Partition::open(
+                &self.log_dir,
+                &topic.name,
+                p,
+                topic.topic_id,
+                topic.config.clone(),
+                recovery_point,
+                log_start,
+                leader_epoch,
+                self.producer_id_expiration_ms,
+                self.io_mode,
+                now_ms,
+            )?;
+            if let Some(offset) = cleaner_offset {
+                partition.log.set_cleaner_checkpoint(offset);
+            }
+            if self.cluster_mode {
+                // replication-offset-checkpoint: a replica's HW survives restarts;
+                // with none recorded nothing is known committed yet.
+                let hw = self
+                    .startup_high_watermarks
+                    .remove(&(topic.name.clone(), p))
+                    .unwrap_or(0);
+                partition.set_high_watermark(hw);
+            }
+            self.topics
+                .entry(topic.name.clone())
+                .or_default()
+                .insert(p, partition);
+        }
+        Ok(())
+    }
+
+    pub fn update_topic_config(&mut self, topic: &TopicInfo) {
+        if let Some(parts) = self.topics.get_mut(&topic.name) {
+            for p in parts.values_mut() {
+                p.set_config(topic.config.clone());
+            }
+        }
+    }
+
+    /// Deletes every log of `topic` on this shard.
+    pub fn delete_topic(&mut self, topic: &str) -> io::Result<()> {
+        if let Some(parts) = self.topics.remove(topic) {
+            for (_, p) in parts {
+                self.cleaner.forget(p.log.dir());
+                p.log.delete()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends one partition's records as leader; see
+    /// `Partition::append_records_as_leader` for `allow_staging`.
+    pub fn append(
+        &mut self,
+        part: &ProducePart,
+        now_ms: i64,
+        allow_staging: bool,
+    ) -> ProducePartResult {
+        let absent = self.absent_error();
+        let found = self
+            .topics
+            .get_mut(part.topic.as_str())
+            .and_then(|t| t.get_mut(&part.partition));
+        let partition = match found {
+            Some(p) if p.is_leader && !p.appends_fenced => p,
+            other => {
+                return ProducePartResult::failed(if other.is_some() {
+                    errors::NOT_LEADER_OR_FOLLOWER
+                } else {
+                    absent
+                })
+            }
+        };
+        match partition.append_records_as_leader(
+            &part.records,
+            &mut self.validator,
+            now_ms,
+            allow_staging,
+        ) {
+            Ok(r) => {
+                // A single replica (or an ISR of one) commits at once.
+                partition.maybe_increment_high_watermark();
+                ProducePartResult {
+                    error_code: errors::NONE,
+                    error_message: None,
+                    record_errors: Vec::new(),
+                    base_offset: r.base_offset,
+                    log_append_time_ms: r.log_append_time_ms,
+                    log_start_offset: r.log_start_offset,
+                }
+            }
+            Err(e) => ProducePartResult {
+                error_code: e.error_code,
+                // Kafka sends a message only with record errors.
+                error_message: (!e.record_errors.is_empty()).then_some(e.message),
+                record_errors: e.record_errors,
+                base_offset: -1,
+                log_append_time_ms: -1,
+                log_start_offset: partition.log.log_start_offset(),
+            },
+        }
+    }
+
+    /// Reads one partition for a consumer (below the high watermark) or a
+    /// follower (to the log end, recording its fetch state; the high
+    /// watermark may advance and an ISR expansion may be queued).
+    pub fn read(
+        &mut self,
+        part: &FetchPart,
+        budget: &mut FetchBudget,
+        now_ms: i64,
+    ) -> FetchPartResult {
+        let fail = |code: i16| FetchPartResult {
+            error_code: code,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            slice: None,
+            read_size: 0,
+            diverging_epoch: None,
+        };
+        let absent = self.absent_error();
+        let Some(partition) = self
+            .topics
+            .get_mut(part.topic.as_str())
+            .and_then(|t| t.get_mut(&part.partition))
+        else {
+            return fail(absent);
+        };
+        if !partition.is_leader {
+            return fail(errors::NOT_LEADER_OR_FOLLOWER);
+        }
+        if let Some(code) = leader_epoch_error(part.current_leader_epoch, partition.leader_epoch) {
+            return fail(code);
+        }
+        let max_bytes = part.max_bytes.min(budget.bytes_left);
+        let min_one_batch = budget.min_one_batch;
+        if part.replica_id >= 0
+            && !partition
+                .leadership
+                .followers
+                .contains_key(&part.replica_id)
+        {
+            return fail(errors::NOT_LEADER_OR_FOLLOWER);
+        }
+        // Fetch v12+ (KIP-320): a fetcher, follower or consumer, whose last
+        // fetched epoch ends earlier here than its fetch offset diverged and
+        // must truncate first; it gets that epoch's end instead of records.
+        if part.last_fetched_epoch >= 0 {
+            let (epoch, end) = partition
+                .leader_epoch_cache
+                .end_offset_for(part.last_fetched_epoch, partition.log.log_end_offset());
+            if epoch < part.last_fetched_epoch || end < part.fetch_offset {
+                return FetchPartResult {
+                    error_code: errors::NONE,
+                    high_watermark: partition.high_watermark(),
+                    last_stable_offset: partition.high_watermark(),
+                    log_start_offset: partition.log.log_start_offset(),
+                    slice: None,
+                    read_size: 0,
+                    diverging_epoch: Some((epoch, end)),
+                };
+            }
+        }
+        if part.replica_id >= 0 {
+            let r = partition.read_for_follower(part.fetch_offset, max_bytes, min_one_batch);
+            if r.error_code == errors::NONE {
+                partition.update_follower_fetch_state(part.replica_id, part.fetch_offset, now_ms);
+                partition.maybe_increment_high_watermark();
+                if let Some(isr) = partition.isr_to_expand(part.replica_id) {
+                    let change = partition.request_isr_change(isr);
+                    self.alter_isr_queue.push(change);
+                }
+            }
+            budget.take(r.read_size);
+            return FetchPartResult {
+                error_code: r.error_code,
+                high_watermark: partition.high_watermark(),
+                last_stable_offset: partition.high_watermark(),
+                log_start_offset: r.log_start_offset,
+                slice: r.slice,
+                read_size: r.read_size,
+                diverging_epoch: None,
+            };
+        }
+        let r = partition.read(part.fetch_offset, max_bytes, min_one_batch);
+        budget.take(r.read_size);
+        FetchPartResult {
+            error_code: r.error_code,
+            high_watermark: r.high_watermark,
+            last_stable_offset: r.last_stable_offset,
+            log_start_offset: r.log_start_offset,
+            slice: r.slice,
+            read_size: r.read_size,
+            diverging_epoch: None,
+        }
+    }
+
+    /// Kafka's `DelayedFetch.tryComplete` for one partition: the bytes a
+    /// fetch at `part.fetch_offset` could read now, up to the high
+    /// watermark (a consumer) or the log end (a follower) and at most the
+    /// partition limit, or `Complete` when the fetch must answer at once.
+    pub fn fetch_wait_check(&self, part: &FetchPart) -> FetchWaitCheck {
+        let Some(p) = self.partition(&part.topic, part.partition) else {
+            return FetchWaitCheck::Complete;
+        };
+        if !p.is_leader || leader_epoch_error(part.current_leader_epoch, p.leader_epoch).is_some() {
+            return FetchWaitCheck::Complete;
+        }
+        let end = if part.replica_id >= 0 {
+            p.log.log_end_offset()
+        } else {
+            p.high_watermark()
+        };
+        // Case H: truncation left the fetcher's last epoch diverged.
+        if part.last_fetched_epoch >= 0 {
+            let (epoch, epoch_end) = p
+                .leader_epoch_cache
+                .end_offset_for(part.last_fetched_epoch, p.log.log_end_offset());
+            if epoch < part.last_fetched_epoch || epoch_end < part.fetch_offset {
+                return FetchWaitCheck::Complete;
+            }
+        }
+        if part.fetch_offset > end || part.fetch_offset < p.log.log_start_offset() {
+            return FetchWaitCheck::Complete;
+        }
+        if part.fetch_offset == end {
+            return FetchWaitCheck::Bytes(0);
+        }
+        match p.log.bytes_between(part.fetch_offset, end) {
+            Ok(Some(bytes)) => FetchWaitCheck::Bytes(bytes.min(u64::from(part.max_bytes))),
+            // On an older segment than the end offset, or unreadable.
+            Ok(None) | Err(_) => FetchWaitCheck::Complete,
+        }
+    }
+
+    pub fn list_offset(&self, part: &ListOffsetsPart) -> ListOffsetsPartResult {
+        let fail = |code| ListOffsetsPartResult {
+            error_code: code,
+            timestamp: -1,
+            offset: -1,
+            leader_epoch: -1,
+        };
+        let p = match self.leader_partition(&part.topic, part.partition) {
+            Ok(p) => p,
+            Err(code) => return fail(code),
+        };
+        if let Some(code) = leader_epoch_error(part.current_leader_epoch, p.leader_epoch) {
+            return fail(code);
+        }
+        let ok = |offset: i64, timestamp: i64| ListOffsetsPartResult {
+            error_code: errors::NONE,
+            timestamp,
+            offset,
+            leader_epoch: p.leader_epoch_cache.epoch_for_offset(offset),
+        };
+        match part.timestamp {
+            LATEST_TIMESTAMP => ok(p.high_watermark(), -1),
+            // No tiered storage: Kafka answers no offset and no epoch.
+            LATEST_TIERED_TIMESTAMP => ListOffsetsPartResult {
+                error_code: errors::NONE,
+                timestamp: -1,
+                offset: -1,
+                leader_epoch: -1,
+            },
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => ok(p.log.log_start_offset(), -1),
+            MAX_TIMESTAMP => match p.log.offset_of_max_timestamp() {
+                Ok(Some((offset, ts))) => ok(offset, ts),
+                Ok(None) => ListOffsetsPartResult {
+                    error_code: errors::NONE,
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: -1,
+                },
+                Err(e) => {
+                    p.storage_error("reading the time index for the max timestamp", &e);
+                    fail(errors::KAFKA_STORAGE_ERROR)
+                }
+            },
+            ts if ts >= 0 => match p.log.offset_for_timestamp(ts) {
+                Ok(Some((offset, found_ts))) => ok(offset, found_ts),
+                Ok(None) => ListOffsetsPartResult {
+                    error_code: errors::NONE,
+                    timestamp: -1,
+                    offset: -1,
+                    leader_epoch: -1,
+                },
+                Err(e) => {
+                    p.storage_error(&format!("looking up the offset for timestamp {ts}"), &e);
+                    fail(errors::KAFKA_STORAGE_ERROR)
+                }
+            },
+            _ => fail(errors::INVALID_REQUEST),
+        }
+    }
+
+    /// ListOffsets v0 (Kafka's `legacyFetchOffsetsBefore`): the base offsets
+    /// of the segments last modified at or before `timestamp` (plus the log
+    /// end offset, stamped now, when the active segment holds data), newest
+    /// first, at most `max_num_offsets`; -1 (latest) starts from the newest,
+    /// -2 (earliest) from the oldest. A consumer never sees past the high
+    /// watermark: the list then starts with it.
+    pub fn legacy_offsets_before(
+        &self,
+        part: &LegacyListOffsetsPart,
+        now_ms: i64,
+    ) -> Result<Vec<i64>, i16> {
+        let p = self.leader_partition(&part.topic, part.partition)?;
+        let log_start = p.log.log_start_offset();
+        let mut offset_times = Vec::with_capacity(p.log.segment_count() + 1);
+        for seg in p.log.segments() {
+            let modified = seg.last_modified_ms().map_err(|e| {
+                log::error!("{}-{}: segment mtime: {e}", part.topic, part.partition);
+                errors::KAFKA_STORAGE_ERROR
+            })?;
+            offset_times.push((seg.base_offset().max(log_start), modified));
+        }
+        if p.log
+            .segments()
+            .next_back()
+            .is_some_and(|s| s.size_bytes() > 0)
+        {
+            offset_times.push((p.log.log_end_offset(), now_ms));
+        }
+        let start = match part.timestamp {
+            LATEST_TIMESTAMP => offset_times.len() as i64 - 1,
+            EARLIEST_TIMESTAMP => 0,
+            ts => offset_times
+                .iter()
+                .rposition(|&(_, modified)| modified <= ts)
+                .map_or(-1, |i| i as i64),
+        };
+        // Kafka allocates an array of this size: a negative one fails.
+        let count = i64::from(part.max_num_offsets).min(start + 1);
+        if count < 0 {
+            return Err(errors::UNKNOWN_SERVER_ERROR);
+        }
+        let mut offsets: Vec<i64> = (0..count)
+            .map(|j| offset_times[(start - j) as usize].0)
+            .collect();
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        if part.from_consumer {
+            let hw = p.high_watermark();
+            if offsets.iter().any(|&o| o > hw) {
+                offsets.retain(|&o| o <= hw);
+                offsets.insert(0, hw);
+            }
+        }
+        Ok(offsets)
+    }
+
+    /// DeleteRecords: offset -1 means the high watermark.
+    pub fn delete_records(&mut self, part: &DeleteRecordsPart) -> DeleteRecordsPartResult {
+        let p = match self.leader_partition_mut(&part.topic, part.partition) {
+            Ok(p) => p,
+            Err(code) => return DeleteRecordsPartResult::failed(code),
+        };
+        let hw = p.high_watermark();
+        let target = if part.offset == -1 { hw } else { part.offset };
+        if target < 0 || target > hw {
+            return DeleteRecordsPartResult::failed(errors::OFFSET_OUT_OF_RANGE);
+        }
+        match p.log.delete_records_before(target) {
+            Ok(low_watermark) => DeleteRecordsPartResult {
+                error_code: errors::NONE,
+                low_watermark,
+            },
+            Err(e) => {
+                p.storage_error(&format!("deleting records before {target}"), &e);
+                DeleteRecordsPartResult::failed(errors::KAFKA_STORAGE_ERROR)
+            }
+        }
+    }
+
+    pub fn offset_for_leader_epoch(&self, query: &EpochQuery) -> EpochEndOffset {
+        let p = match self.leader_partition(&query.topic, query.partition) {
+            Ok(p) => p,
+            Err(code) => return EpochEndOffset::failed(code),
+        };
+        if let Some(code) = leader_epoch_error(query.current_leader_epoch, p.leader_epoch) {
+            return EpochEndOffset::failed(code);
+        }
+        let (leader_epoch, end_offset) = p
+            .leader_epoch_cache
+            .end_offset_for(query.leader_epoch, p.log.log_end_offset());
+        EpochEndOffset {
+            error_code: errors::NONE,
+            leader_epoch,
+            end_offset,
+        }
+    }
+
+    /// Every partition's rolled segments not yet being fsynced, with the
+    /// log they belong to (see `ReplicaManager::start_roll_syncs`).
+    pub fn take_roll_syncs(&mut self) -> Vec<(String, i32, u64, RollSyncJob)> {
+        let mut jobs = Vec::new();
+        for parts in self.topics.values_mut() {
+            for p in parts.values_mut() {
+                for job in p.log.take_roll_syncs() {
+                    jobs.push((p.topic.clone(), p.partition, p.log.log_id(), job));
+                }
+            }
+        }
+        jobs
+    }
+
+    /// Periodic work: time-based flush and retention.
+    pub fn maintenance(&mut self, now_ms: i64, run_retention: bool) {
+        for parts in self.topics.values_mut() {
+            for p in parts.values_mut() {
+                if let Err(e) = p.log.maybe_flush(now_ms) {
+                    log::error!("flush {}-{}: {e}", p.topic, p.partition);
+                }
+                if run_retention {
+                    match p.log.delete_old_segments(now_ms) {
+                        Ok(0) => {}
+                        Ok(bytes) => log::info!(
+                            "retention removed {bytes} bytes from {}-{}",
+                            p.topic,
+                            p.partition
+                        ),
+                        Err(e) => log::error!("retention {}-{}: {e}", p.topic, p.partition),
+                    }
+                }
+            }
+        }
+        self.clean_step(now_ms);
+    }
+
+    /// `log.cleaner.enable`: false leaves compacted topics uncleaned, as in Kafka.
+    pub fn set_cleaner_enabled(&mut self, enabled: bool) {
+        self.cleaner_enabled = enabled;
+    }
+
+    /// `log.cleaner.backoff.ms` (tests and the live check use small values).
+    pub fn set_cleaner_backoff_ms(&mut self, backoff_ms: i64) {
+        self.cleaner_backoff_ms = backoff_ms.max(0);
+        self.next_cleaner_check_ms = 0;
+    }
+
+    /// One bounded slice of cleaning (a few MiB of I/O): continues the
+    /// pass in progress, or, when due, starts one on the filthiest
+    /// compacted log, as Kafka's cleaner thread does between backoffs.
+    fn clean_step(&mut self, now_ms: i64) {
+        if !self.cleaner_enabled {
+            return;
+        }
+        if self.cleaner.in_progress().is_none() {
+            if now_ms < self.next_cleaner_check_ms {
+                return;
+            }
+            let filthiest = self
+                .topics
+                .values()
+                .flat_map(|parts| parts.values())
+                .filter_map(|p| Some((self.cleaner.cleaning_priority(&p.log, now_ms)?, p)))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, p)| (p.topic.clone(), p.partition));
+            let Some((topic, partition)) = filthiest else {
+                self.next_cleaner_check_ms = now_ms.saturating_add(self.cleaner_backoff_ms);
+                return;
+            };
+            let p = &self.topics[&topic][&partition];
+            self.cleaner.start(&p.log, now_ms);
+        }
+        let dir = self.cleaner.in_progress().map(|d| d.to_path_buf());
+        let Some(p) = self
+            .topics
+            .values_mut()
+            .flat_map(|parts| parts.values_mut())
+            .find(|p| Some(p.log.dir()) == dir.as_deref())
+        else {
+            self.cleaner.abort(); // deleted while being cleaned
+            return;
+        };
+        let producers = &p.producer_state;
+        let last_data_offset_of =
+            |pid: i64| producers.last_entry(pid).map(|e| e.last_data_offset());
+        match self.cleaner.step(&mut p.log, &last_data_offset_of, now_ms) {
+            Ok(Step::Done(s)) => log::info!(
+                "cleaned {}-{}: offsets {}..{}, {} of {} records kept, {} -> {} bytes, {} groups",
+                p.topic,
+                p.partition,
+                s.first_dirty_offset,
+                s.end_offset,
+                s.records_retained,
+                s.records_read,
+                s.bytes_read,
+                s.bytes_written,
+                s.groups
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                log::error!("cleaning {}-{}: {e}", p.topic, p.partition);
+                self.next_cleaner_check_ms = now_ms.saturating_add(self.cleaner_backoff_ms);
+            }
+        }
+    }
+
+    pub fn checkpoints(&self) -> Vec<CheckpointEntry> {
+        let mut out = Vec::with_capacity(self.partition_count());
+        for parts in self.topics.values() {
+            for p in parts.values() {
+                out.push(CheckpointEntry {
+                    topic: p.topic.clone(),
+                    partition: p.partition,
+                    recovery_point: p.log.recovery_point(),
+                    log_start_offset: p.log.log_start_offset(),
+                    cleaner_offset: p.log.config().compact.then(|| p.log.cleaner_checkpoint()),
+                    high_watermark: p.high_watermark(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Clean shutdown: flush and close every log; returns final checkpoints.
+    pub fn close_all(&mut self) -> Vec<CheckpointEntry> {
+        let mut out = Vec::new();
+        for (topic, parts) in self.topics.drain() {
+            for (partition, p) in parts {
+                let cleaner_offset = p.log.config().compact.then(|| p.log.cleaner_checkpoint());
+                let high_watermark = p.high_watermark();
+                self.cleaner.forget(p.log.dir());
+                match p.close() {
+                    Ok((leo, lso)) => out.push(CheckpointEntry {
+                        topic: topic.clone(),
+                        partition,
+                        recovery_point: leo,
+                        log_start_offset: lso,
+                        cleaner_offset,
+                        high_watermark,
+                    }),
+                    Err(e) => log::error!("closing {topic}-{partition}: {e}"),
+                }
+            }
+        }
+        out
+    }
+}

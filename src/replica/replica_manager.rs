@@ -1,0 +1,580 @@
+//! Kafka's `ReplicaManager` for one shard: `append_records` (acks and
+//! DelayedProduce), `fetch_messages` and the DelayedFetch long-poll, role
+//! changes (`become_leader_or_follower`, `stop_replicas`) and the purgatory
+//! ticker. The purgatories' context is `Partitions`, a sibling field, so a
+//! delayed operation sees the partitions and never the purgatory holding it.
+//!
+//! Ordering contract: every method that returns a future runs its
+//! synchronous part (the appends in particular) before it returns, so work
+//! is applied in the order requests arrived on the shard.
+
+use std::cell::{Cell, Ref, RefCell, RefMut};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kshard_shards::log::config::IoMode;
+use kshard_shards::log::read_cache::{ReadCache, DEFAULT_READ_CACHE_CAPACITY_BYTES};
+use kshard_shards::mailbox::LocalBoxFuture;
+use kshard_shards::oneshot;
+use kshard_shards::timer::purgatory::Purgatory;
+
+use super::delayed_fetch::{DelayedFetch, FetchWaitState};
+use super::delayed_produce::{DelayedProduce, ProduceWait};
+use super::fetcher::{FollowedPartition, LeaderEndpoint, ReplicaFetcherManager};
+use super::parts::*;
+use super::Partitions;
+use crate::cluster::ClusterHandle;
+use crate::config::{BrokerConfig, LogIoMode};
+use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
+use crate::protocol::errors;
+use crate::util::now_ms;
+
+/// The longest a role change or close waits for staged appends to land.
+const QUIESCE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The ticker's longest sleep, so that shutdown is noticed.
+const TICKER_SLEEP_MAX_MS: u64 = 100;
+
+/// Purgatory key: a partition.
+type PartitionKey = (String, i32);
+
+/// What a shard's ReplicaManager is built from.
+pub struct ReplicaConfig {
+    pub shard_id: usize,
+    pub broker_id: i32,
+    pub log_dir: PathBuf,
+    /// (recovery point, log start offset) per partition from the checkpoints.
+    pub startup_checkpoints: HashMap<PartitionKey, (i64, i64)>,
+    pub config: Arc<BrokerConfig>,
+    pub metadata: Arc<MetadataCache>,
+    /// Cluster mode: the ZooKeeper membership, for AlterPartition.
+    pub cluster: Option<Arc<ClusterHandle>>,
+}
+
+pub struct ReplicaManager {
+    pub shard_id: usize,
+    pub broker_id: i32,
+    pub config: Arc<BrokerConfig>,
+    pub metadata: Arc<MetadataCache>,
+    pub cluster: Option<Arc<ClusterHandle>>,
+    partitions: RefCell<Partitions>,
+    fetch_purgatory: RefCell<Purgatory<PartitionKey, DelayedFetch, Partitions>>,
+    /// acks=all produces waiting for the high watermark.
+    produce_purgatory: RefCell<Purgatory<PartitionKey, DelayedProduce, Partitions>>,
+    /// Wakes the purgatory ticker when an earlier deadline arrives.
+    ticker_wake_ms: Cell<Option<u64>>,
+    ticker_notify: RefCell<Option<std::task::Waker>>,
+    /// An AlterPartition sender task is running for this shard.
+    pub(super) alter_isr_in_flight: Cell<bool>,
+    /// Follower fetchers for the partitions this shard follows.
+    replica_fetchers: RefCell<ReplicaFetcherManager>,
+    /// Blocks of direct-mode segments for fetch (DMA reads, no page cache).
+    pub read_cache: Rc<ReadCache>,
+    shutting_down: Cell<bool>,
+}
+
+impl ReplicaManager {
+    pub fn new(rc: ReplicaConfig) -> Self {
+        let config = rc.config;
+        let io_mode = match config.log_io_mode {
+            LogIoMode::Direct => IoMode::Direct,
+            LogIoMode::Buffered => IoMode::Buffered,
+        };
+        let mut partitions = Partitions::new(
+            rc.log_dir,
+            rc.startup_checkpoints,
+            config.producer_id_expiration_ms as i64,
+            io_mode,
+        );
+        partitions.set_cleaner_backoff_ms(config.log_cleaner_backoff_ms);
+        partitions.set_cleaner_enabled(config.log_cleaner_enable);
+        partitions.set_cluster_mode(rc.cluster.is_some());
+        partitions.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
+        let now = now_ms();
+        ReplicaManager {
+            shard_id: rc.shard_id,
+            broker_id: rc.broker_id,
+            replica_fetchers: RefCell::new(ReplicaFetcherManager::new(
+                rc.shard_id,
+                rc.broker_id,
+                &config,
+            )),
+            config,
+            metadata: rc.metadata,
+            cluster: rc.cluster,
+            partitions: RefCell::new(partitions),
+            fetch_purgatory: RefCell::new(Purgatory::new("fetch", 1, 512, now)),
+            produce_purgatory: RefCell::new(Purgatory::new("produce", 1, 512, now)),
+            ticker_wake_ms: Cell::new(None),
+            ticker_notify: RefCell::new(None),
+            alter_isr_in_flight: Cell::new(false),
+            read_cache: Rc::new(ReadCache::new(DEFAULT_READ_CACHE_CAPACITY_BYTES)),
+            shutting_down: Cell::new(false),
+        }
+    }
+
+    pub fn partitions(&self) -> Ref<'_, Partitions> {
+        self.partitions.borrow()
+    }
+
+    pub fn partitions_mut(&self) -> RefMut<'_, Partitions> {
+        self.partitions.borrow_mut()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    /// Kafka's `appendRecords`: appends each part on its partition now, then
+    /// waits as `acks` asks (acks=all: the high watermark; acks=1: a staged
+    /// direct-mode append written) in a DelayedProduce.
+    pub fn append_records(
+        self: &Rc<Self>,
+        parts: Vec<ProducePart>,
+        acks: i16,
+        timeout_ms: u64,
+    ) -> LocalBoxFuture<Vec<ProducePartResult>> {
+        let now = now_ms();
+        let mut waiting = Vec::new();
+        let results: Vec<ProducePartResult> = {
+            let mut partitions = self.partitions_mut();
+            parts
+                .iter()
+                .enumerate()
+                .map(|(index, part)| {
+                    let (result, wait) = append_one(&mut partitions, part, acks, now, index);
+                    waiting.extend(wait.map(Some));
+                    result
+                })
+                .collect()
+        };
+        for (part, result) in parts.iter().zip(&results) {
+            if result.error_code == errors::NONE {
+                // Staged appends need their writer; written ones wake
+                // followers' fetches (and consumers', if the HW moved).
+                self.schedule_direct_write(&part.topic, part.partition);
+                self.on_high_watermark_advanced(&part.topic, part.partition);
+            }
+        }
+        if waiting.is_empty() {
+            return Box::pin(async move { results });
+        }
+        let parts_count = results.len();
+        let (tx, rx) = oneshot::channel();
+        let keys: Vec<PartitionKey> = waiting
+            .iter()
+            .flatten()
+            .map(|w| (w.topic.clone(), w.partition))
+            .collect();
+        let op = DelayedProduce {
+            waiting,
+            results,
+            done: Some(tx),
+        };
+        self.watch_produce(op, now + timeout_ms, &keys);
+        Box::pin(async move {
+            rx.await.unwrap_or_else(|_| {
+                // The purgatory dropped the operation (the shard is closing).
+                vec![ProducePartResult::failed(errors::NOT_LEADER_OR_FOLLOWER); parts_count]
+            })
+        })
+    }
+
+    /// Kafka's `fetchMessages`, the read: each part in order under `budget`.
+    /// A follower's fetch may move the high watermark or the ISR.
+    pub fn fetch_messages(
+        self: &Rc<Self>,
+        parts: &[FetchPart],
+        mut budget: FetchBudget,
+    ) -> Vec<FetchPartResult> {
+        let now = now_ms() as i64;
+        let results = {
+            let mut partitions = self.partitions_mut();
+            parts
+                .iter()
+                .map(|p| partitions.read(p, &mut budget, now))
+                .collect()
+        };
+        let mut from_follower = false;
+        for p in parts.iter().filter(|p| p.replica_id >= 0) {
+            from_follower = true;
+            self.on_high_watermark_advanced(&p.topic, p.partition);
+        }
+        if from_follower {
+            self.schedule_alter_isr();
+        }
+        results
+    }
+
+    /// Parks this shard's part of a long-poll fetch (Kafka's DelayedFetch);
+    /// the future resolves when it completes or expires.
+    pub fn park_fetch(
+        &self,
+        parts: Vec<FetchPart>,
+        max_wait_ms: u64,
+        state: Arc<FetchWaitState>,
+        slot: usize,
+    ) -> LocalBoxFuture<()> {
+        let (tx, rx) = oneshot::channel();
+        let keys: Vec<PartitionKey> = parts
+            .iter()
+            .map(|p| (p.topic.clone(), p.partition))
+            .collect();
+        let op = DelayedFetch {
+            parts,
+            state,
+            slot,
+            done: Some(tx),
+        };
+        self.watch_fetch(op, now_ms() + max_wait_ms, &keys);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+
+    pub fn list_offsets(&self, parts: &[ListOffsetsPart]) -> Vec<ListOffsetsPartResult> {
+        let partitions = self.partitions();
+        parts.iter().map(|p| partitions.list_offset(p)).collect()
+    }
+
+    pub fn legacy_list_offsets(
+        &self,
+        parts: &[LegacyListOffsetsPart],
+    ) -> Vec<Result<Vec<i64>, i16>> {
+        let partitions = self.partitions();
+        let now = now_ms() as i64;
+        parts
+            .iter()
+            .map(|p| partitions.legacy_offsets_before(p, now))
+            .collect()
+    }
+
+    pub fn delete_records(&self, parts: &[DeleteRecordsPart]) -> Vec<DeleteRecordsPartResult> {
+        let mut partitions = self.partitions_mut();
+        parts.iter().map(|p| partitions.delete_records(p)).collect()
+    }
+
+    pub fn offsets_for_leader_epoch(&self, queries: &[EpochQuery]) -> Vec<EpochEndOffset> {
+        let partitions = self.partitions();
+        queries
+            .iter()
+            .map(|q| partitions.offset_for_leader_epoch(q))
+            .collect()
+    }
+
+    /// Opens (creating if needed) this shard's logs of `topic`.
+    pub fn open_logs(&self, topic: &TopicInfo, partition_ids: &[i32]) {
+        let opened = self
+            .partitions_mut()
+            .open_partitions(topic, partition_ids, now_ms() as i64);
+        if let Err(e) = opened {
+            log::error!("opening logs of {}: {e}", topic.name);
+        }
+    }
+
+    pub fn update_topic_config(&self, topic: &TopicInfo) {
+        self.partitions_mut().update_topic_config(topic);
+    }
+
+    pub fn checkpoints(&self) -> Vec<CheckpointEntry> {
+        self.partitions().checkpoints()
+    }
+
+    /// Deletes this shard's logs of `topic`, once its staged appends landed.
+    pub fn delete_logs(self: &Rc<Self>, topic: String) -> LocalBoxFuture<()> {
+        let delete = |rm: &Rc<Self>, topic: &str| {
+            let ids = rm.partitions().partition_ids(topic);
+            if let Err(e) = rm.partitions_mut().delete_topic(topic) {
+                log::error!("deleting logs of {topic}: {e}");
+            }
+            // Fetches parked on the deleted partitions complete with the error.
+            for p in ids {
+                rm.on_high_watermark_advanced(topic, p);
+            }
+        };
+        let ids: Vec<PartitionKey> = self
+            .partitions()
+            .partition_ids(&topic)
+            .into_iter()
+            .map(|p| (topic.clone(), p))
+            .collect();
+        self.run_quiesced(ids, move |rm| delete(rm, &topic))
+    }
+
+    /// Kafka's `becomeLeaderOrFollower` for one topic's partitions on this
+    /// shard: role changes, then the fetchers follow (makeLeaders/makeFollowers).
+    pub fn become_leader_or_follower(
+        self: &Rc<Self>,
+        topic: Arc<TopicInfo>,
+        parts: Vec<RoleChange>,
+        leaders: Arc<Vec<LeaderEndpoint>>,
+    ) -> LocalBoxFuture<Vec<i16>> {
+        let ids: Vec<PartitionKey> = parts
+            .iter()
+            .map(|p| (topic.name.clone(), p.partition))
+            .collect();
+        self.run_quiesced(ids, move |rm| {
+            let codes = rm.partitions_mut().become_leader_or_follower(
+                &topic,
+                &parts,
+                rm.broker_id,
+                now_ms() as i64,
+            );
+            rm.update_fetchers(&topic, &parts, &codes, &leaders);
+            // Fetches and produces parked on partitions that changed role re-check.
+            for p in &parts {
+                rm.on_high_watermark_advanced(&topic.name, p.partition);
+            }
+            codes
+        })
+    }
+
+    /// StopReplica: closes (with `delete`, removes) this shard's logs of
+    /// `topic`'s `parts`.
+    pub fn stop_replicas(
+        self: &Rc<Self>,
+        topic: String,
+        parts: Vec<StopReplicaPart>,
+        delete: bool,
+    ) -> LocalBoxFuture<Vec<i16>> {
+        let ids: Vec<PartitionKey> = parts.iter().map(|p| (topic.clone(), p.partition)).collect();
+        self.run_quiesced(ids, move |rm| {
+            let codes = rm.partitions_mut().stop_replicas(&topic, &parts, delete);
+            for p in &parts {
+                rm.on_high_watermark_advanced(&topic, p.partition);
+            }
+            codes
+        })
+    }
+
+    /// Runs `apply` on partitions `ids` at once if none has staged appends
+    /// (always so in buffered mode, keeping arrival order); otherwise fences
+    /// their appends, waits for the staged ones to be written, then applies.
+    fn run_quiesced<R: 'static>(
+        self: &Rc<Self>,
+        ids: Vec<PartitionKey>,
+        apply: impl FnOnce(&Rc<Self>) -> R + 'static,
+    ) -> LocalBoxFuture<R> {
+        let selects = move |ids: &[PartitionKey], t: &str, p: i32| {
+            ids.iter().any(|(it, ip)| it == t && *ip == p)
+        };
+        let busy = self
+            .partitions()
+            .any_staged_writes(|t, p| selects(&ids, t, p));
+        if !busy {
+            let r = apply(self);
+            return Box::pin(async move { r });
+        }
+        let rm = self.clone();
+        Box::pin(async move {
+            rm.quiesce_direct_writes(|t, p| selects(&ids, t, p), QUIESCE_TIMEOUT)
+                .await;
+            let r = apply(&rm);
+            rm.unfence_appends(|t, p| selects(&ids, t, p));
+            r
+        })
+    }
+
+    /// makeFollowers / makeLeaders for the fetchers: followed partitions fetch
+    /// from their new leader, led ones stop fetching.
+    fn update_fetchers(
+        self: &Rc<Self>,
+        topic: &TopicInfo,
+        parts: &[RoleChange],
+        codes: &[i16],
+        leaders: &[LeaderEndpoint],
+    ) {
+        assert_eq!(parts.len(), codes.len());
+        let mut stop = Vec::new();
+        let mut by_leader: BTreeMap<i32, Vec<FollowedPartition>> = BTreeMap::new();
+        for (rc, code) in parts.iter().zip(codes) {
+            if *code != errors::NONE {
+                continue;
+            }
+            if rc.leader == self.broker_id || rc.leader < 0 {
+                stop.push((topic.name.clone(), rc.partition));
+            } else {
+                by_leader
+                    .entry(rc.leader)
+                    .or_default()
+                    .push(FollowedPartition {
+                        topic: topic.name.clone(),
+                        partition: rc.partition,
+                        topic_id: topic.topic_id,
+                        leader_epoch: rc.leader_epoch,
+                    });
+            }
+        }
+        let mut fetchers = self.replica_fetchers.borrow_mut();
+        fetchers.remove_partitions(&stop);
+        for (leader, followed) in by_leader {
+            match leaders.iter().find(|l| l.broker_id == leader) {
+                Some(endpoint) => fetchers.add_partitions(self, endpoint.clone(), followed),
+                None => log::warn!(
+                    "no endpoint for leader {leader} of {}; not fetching",
+                    topic.name
+                ),
+            }
+        }
+    }
+
+    /// Registers a delayed fetch and makes sure the ticker wakes by its deadline.
+    fn watch_fetch(&self, op: DelayedFetch, deadline_ms: u64, keys: &[PartitionKey]) {
+        let completed = self.fetch_purgatory.borrow_mut().try_complete_else_watch(
+            &self.partitions.borrow(),
+            op,
+            deadline_ms,
+            keys,
+        );
+        if !completed {
+            self.wake_ticker_by(deadline_ms);
+        }
+    }
+
+    /// Parks an acks=all produce until its offsets are committed.
+    fn watch_produce(&self, op: DelayedProduce, deadline_ms: u64, keys: &[PartitionKey]) {
+        let completed = self.produce_purgatory.borrow_mut().try_complete_else_watch(
+            &self.partitions.borrow(),
+            op,
+            deadline_ms,
+            keys,
+        );
+        if !completed {
+            self.wake_ticker_by(deadline_ms);
+        }
+    }
+
+    /// Completes delayed fetches and produces watching a partition whose
+    /// log end offset or high watermark moved. The caller must not hold
+    /// `partitions_mut()`.
+    pub fn on_high_watermark_advanced(&self, topic: &str, partition: i32) {
+        let partitions = self.partitions.borrow();
+        {
+            let mut purgatory = self.fetch_purgatory.borrow_mut();
+            if purgatory.watched_count() > 0 {
+                purgatory.check_and_complete(&partitions, &(topic.to_string(), partition));
+            }
+        }
+        let mut purgatory = self.produce_purgatory.borrow_mut();
+        if purgatory.watched_count() > 0 {
+            purgatory.check_and_complete(&partitions, &(topic.to_string(), partition));
+        }
+    }
+
+    fn wake_ticker_by(&self, deadline_ms: u64) {
+        let planned = self.ticker_wake_ms.get();
+        if planned.is_none_or(|p| deadline_ms < p) {
+            self.ticker_wake_ms.set(Some(deadline_ms));
+            if let Some(w) = self.ticker_notify.borrow_mut().take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// The purgatory ticker: advances the timing wheels to the next deadline.
+    pub async fn run_purgatory_ticker(self: Rc<Self>) {
+        while !self.is_shutting_down() {
+            let now = now_ms();
+            let next_ms = {
+                let partitions = self.partitions.borrow();
+                let mut fetches = self.fetch_purgatory.borrow_mut();
+                let mut produces = self.produce_purgatory.borrow_mut();
+                fetches.advance_clock(&partitions, now);
+                produces.advance_clock(&partitions, now);
+                match (fetches.next_expiration_ms(), produces.next_expiration_ms()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            };
+            let wake_at = next_ms
+                .unwrap_or(now + TICKER_SLEEP_MAX_MS)
+                .min(now + TICKER_SLEEP_MAX_MS)
+                .max(now + 1);
+            self.ticker_wake_ms.set(Some(wake_at));
+            let sleep_ms = wake_at.saturating_sub(now);
+            let woken = futures_lite::future::or(
+                async {
+                    glommio::timer::sleep(Duration::from_millis(sleep_ms)).await;
+                },
+                TickerWait {
+                    rm: &self,
+                    armed: false,
+                },
+            );
+            woken.await;
+        }
+    }
+
+    /// Stops the fetchers and completes every parked fetch and produce (they
+    /// answer at once from here on); the logs stay open for `close_all`.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+        self.partitions_mut().set_closing();
+        self.replica_fetchers.borrow_mut().shutdown();
+        self.fetch_purgatory
+            .borrow_mut()
+            .advance_clock(&self.partitions.borrow(), u64::MAX / 2);
+    }
+}
+
+/// Appends one part; returns its result and, if the part must wait, what for.
+fn append_one(
+    partitions: &mut Partitions,
+    part: &ProducePart,
+    acks: i16,
+    now_ms: u64,
+    index: usize,
+) -> (ProducePartResult, Option<ProduceWait>) {
+    if acks == -1 {
+        if let Some(code) = partitions.check_enough_replicas(&part.topic, part.partition) {
+            return (ProducePartResult::failed(code), None);
+        }
+    }
+    let result = partitions.append(part, now_ms as i64, true);
+    if result.error_code != errors::NONE {
+        return (result, None);
+    }
+    // acks=all waits for the high watermark; acks=1 for a staged
+    // (direct-mode) append to be written. A duplicate waits for everything
+    // staged before it.
+    let wait = match acks {
+        -1 => partitions
+            .uncommitted_end(&part.topic, part.partition)
+            .map(|offset| (offset, true)),
+        1 => partitions
+            .unwritten_end(&part.topic, part.partition)
+            .map(|offset| (offset, false)),
+        _ => None,
+    };
+    let wait = wait.map(|(required_offset, until_high_watermark)| ProduceWait {
+        topic: part.topic.clone(),
+        partition: part.partition,
+        required_offset,
+        until_high_watermark,
+        index,
+    });
+    (result, wait)
+}
+
+/// Resolves when `wake_ticker_by` is called with an earlier deadline.
+struct TickerWait<'a> {
+    rm: &'a ReplicaManager,
+    armed: bool,
+}
+
+impl std::future::Future for TickerWait<'_> {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.armed && self.rm.ticker_notify.borrow().is_none() {
+            return std::task::Poll::Ready(());
+        }
+        self.armed = true;
+        *self.rm.ticker_notify.borrow_mut() = Some(cx.waker().clone());
+        std::task::Poll::Pending
+    }
+}

@@ -1,0 +1,251 @@
+//! One shard's root: builds its services (router, ReplicaManager, topic
+//! admin, group coordinator, KafkaApis) and runs the `ShardRequest`s other
+//! shards send it, one line per kind of work. Installing the dispatcher here
+//! is what keeps the router from calling up into the handlers.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use kshard_shards::mailbox::LocalBoxFuture;
+
+use crate::admin::embedded::Controller;
+use crate::admin::TopicAdmin;
+use crate::cluster::ClusterHandle;
+use crate::config::BrokerConfig;
+use crate::coordinator::runtime::CoordinatorRuntime;
+use crate::handlers::{self, KafkaApis};
+use crate::metadata::metadata_cache::MetadataCache;
+use crate::protocol::errors;
+use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager};
+use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+
+/// Kafka's `max.incremental.fetch.session.cache.slots` default.
+const FETCH_SESSION_CACHE_SLOTS: usize = 1000;
+
+/// What a shard is built from.
+pub struct ShardConfig {
+    pub shard_id: usize,
+    pub nr_shards: usize,
+    pub config: Arc<BrokerConfig>,
+    pub log_dir: PathBuf,
+    pub metadata: Arc<MetadataCache>,
+    /// (recovery point, log start offset) per partition, from the checkpoints.
+    pub startup_checkpoints: std::collections::HashMap<(String, i32), (i64, i64)>,
+    /// The single broker's topic admin; only on the controller shard.
+    pub controller: Option<Controller>,
+    pub cluster: Option<Arc<ClusterHandle>>,
+}
+
+/// Builds the shard's services and installs its dispatcher; the caller joins
+/// the mailbox and starts the tasks.
+pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
+    // The embedded store's topic admin lives on shard 0; cluster mode has
+    // none (its controller is the ZooKeeper-side thread).
+    assert!(sc.controller.is_none() || sc.shard_id == CONTROLLER_SHARD);
+    assert!(sc.cluster.is_none() || sc.controller.is_none());
+    let router = Rc::new(Router::new(sc.shard_id, sc.nr_shards));
+    let broker_id = match &sc.cluster {
+        Some(c) => c.broker_id,
+        None => sc.config.effective_broker_id(),
+    };
+    let replica_manager = Rc::new(ReplicaManager::new(ReplicaConfig {
+        shard_id: sc.shard_id,
+        broker_id,
+        log_dir: sc.log_dir.clone(),
+        startup_checkpoints: sc.startup_checkpoints,
+        config: sc.config.clone(),
+        metadata: sc.metadata.clone(),
+        cluster: sc.cluster.clone(),
+    }));
+    let admin = Rc::new(TopicAdmin::new(
+        router.clone(),
+        sc.config.clone(),
+        sc.metadata.clone(),
+        sc.cluster.clone(),
+        sc.controller,
+    ));
+    // Cluster mode has no group coordinator yet (issue 15).
+    let coordinator = (sc.shard_id == CONTROLLER_SHARD).then(|| {
+        Rc::new(CoordinatorRuntime::new(
+            replica_manager.clone(),
+            admin.clone(),
+            router.clone(),
+            sc.cluster.is_none(),
+        ))
+    });
+    let apis = Rc::new(KafkaApis {
+        shard_id: sc.shard_id,
+        nr_shards: sc.nr_shards,
+        config: sc.config,
+        log_dir: sc.log_dir,
+        metadata: sc.metadata,
+        router: router.clone(),
+        replica_manager,
+        admin,
+        coordinator,
+        cluster: sc.cluster,
+        fetch_sessions: std::cell::RefCell::new(crate::fetch_session::FetchSessionCache::new(
+            sc.shard_id,
+            sc.nr_shards,
+            FETCH_SESSION_CACHE_SLOTS,
+        )),
+    });
+    let weak = Rc::downgrade(&apis);
+    router.set_local_dispatcher(Rc::new(move |req| match weak.upgrade() {
+        Some(apis) => dispatch(apis, req),
+        None => Box::pin(async { ShardResponse::Done }),
+    }));
+    apis
+}
+
+/// What the mailbox runs for requests from other shards.
+pub fn mailbox_handler(
+    apis: &Rc<KafkaApis>,
+) -> impl Fn(ShardRequest) -> LocalBoxFuture<ShardResponse> + 'static {
+    let apis = apis.clone();
+    move |req| dispatch(apis.clone(), req)
+}
+
+/// Runs one `ShardRequest` on this shard. Partition work runs its
+/// synchronous part before returning, so requests apply in arrival order.
+pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardResponse> {
+    let rm = &apis.replica_manager;
+    match req {
+        ShardRequest::Produce {
+            parts,
+            acks,
+            timeout_ms,
+        } => map(
+            rm.append_records(parts, acks, timeout_ms),
+            ShardResponse::Produce,
+        ),
+        ShardRequest::Fetch {
+            parts,
+            isolation_level: _,
+            budget,
+        } => ready(ShardResponse::Fetch(rm.fetch_messages(&parts, budget))),
+        ShardRequest::WaitForData {
+            parts,
+            max_wait_ms,
+            state,
+            slot,
+        } => map(rm.park_fetch(parts, max_wait_ms, state, slot), |()| {
+            ShardResponse::Done
+        }),
+        ShardRequest::ListOffsets {
+            parts,
+            isolation_level: _,
+        } => ready(ShardResponse::ListOffsets(rm.list_offsets(&parts))),
+        ShardRequest::LegacyListOffsets { parts } => ready(ShardResponse::LegacyListOffsets(
+            rm.legacy_list_offsets(&parts),
+        )),
+        ShardRequest::DeleteRecords { parts } => {
+            ready(ShardResponse::DeleteRecords(rm.delete_records(&parts)))
+        }
+        ShardRequest::OffsetForLeaderEpoch { parts } => ready(ShardResponse::OffsetForLeaderEpoch(
+            rm.offsets_for_leader_epoch(&parts),
+        )),
+        ShardRequest::OpenLogs { topic, partitions } => {
+            rm.open_logs(&topic, &partitions);
+            ready(ShardResponse::Done)
+        }
+        ShardRequest::DeleteLogs { topic } => {
+            apis.fetch_sessions.borrow_mut().forget_topic(&topic);
+            map(rm.delete_logs(topic), |()| ShardResponse::Done)
+        }
+        ShardRequest::UpdateTopicConfig { topic } => {
+            rm.update_topic_config(&topic);
+            ready(ShardResponse::Done)
+        }
+        ShardRequest::Forward { req } => Box::pin(async move {
+            ShardResponse::Forwarded(handlers::controller_dispatch(&apis, req).await)
+        }),
+        ShardRequest::AutoCreateTopics { names } => Box::pin(async move {
+            ShardResponse::AutoCreated(
+                crate::admin::embedded::auto_create_topics(&apis.admin, &names).await,
+            )
+        }),
+        ShardRequest::AllocateProducerId => allocate_producer_id(&apis),
+        ShardRequest::CollectCheckpoints => ready(ShardResponse::Checkpoints(rm.checkpoints())),
+        ShardRequest::BecomeLeaderOrFollower {
+            topic,
+            parts,
+            leaders,
+        } => map(
+            rm.become_leader_or_follower(topic, parts, leaders),
+            ShardResponse::PartitionErrors,
+        ),
+        ShardRequest::StopReplicas {
+            topic,
+            parts,
+            delete,
+        } => {
+            if delete {
+                apis.fetch_sessions.borrow_mut().forget_topic(&topic);
+            }
+            map(
+                rm.stop_replicas(topic, parts, delete),
+                ShardResponse::PartitionErrors,
+            )
+        }
+        ShardRequest::InterBroker {
+            api_key,
+            api_version,
+            body,
+        } => Box::pin(async move {
+            ShardResponse::InterBroker(
+                handlers::inter_broker::handle_on_controller_shard(
+                    &apis,
+                    api_key,
+                    api_version,
+                    body,
+                )
+                .await,
+            )
+        }),
+    }
+}
+
+fn ready(response: ShardResponse) -> LocalBoxFuture<ShardResponse> {
+    Box::pin(async move { response })
+}
+
+fn map<T: 'static>(
+    fut: LocalBoxFuture<T>,
+    wrap: impl FnOnce(T) -> ShardResponse + 'static,
+) -> LocalBoxFuture<ShardResponse> {
+    Box::pin(async move { wrap(fut.await) })
+}
+
+/// InitProducerId's block: from ZooKeeper in cluster mode, else from the
+/// embedded store on the controller shard.
+fn allocate_producer_id(apis: &Rc<KafkaApis>) -> LocalBoxFuture<ShardResponse> {
+    if let Some(cluster) = apis.cluster.clone() {
+        return Box::pin(
+            async move { ShardResponse::ProducerId(cluster.allocate_producer_id().await) },
+        );
+    }
+    let r = match &apis.admin.controller {
+        Some(c) => c.borrow_mut().allocate_producer_id(),
+        None => Err(errors::NOT_CONTROLLER),
+    };
+    ready(ShardResponse::ProducerId(r))
+}
+
+/// The checkpoint entries of every shard, for the broker checkpoint files;
+/// run on the controller shard.
+pub async fn collect_checkpoints(apis: &KafkaApis) -> Vec<CheckpointEntry> {
+    assert_eq!(apis.shard_id, CONTROLLER_SHARD);
+    let mut entries = apis.replica_manager.checkpoints();
+    for shard in 1..apis.nr_shards {
+        if let Ok(ShardResponse::Checkpoints(e)) = apis
+            .router
+            .call(shard, ShardRequest::CollectCheckpoints)
+            .await
+        {
+            entries.extend(e);
+        }
+    }
+    entries
+}

@@ -1,0 +1,9 @@
+//! The lowest layer: small items every other layer may use (the clock, the
+//! Java string hash Kafka's placement rules rely on, the guarded allocator).
+
+pub mod alloc_guard;
+pub mod clock;
+pub mod java_hash;
+
+pub use clock::now_ms;
+pub use java_hash::java_string_hash;
