@@ -12,7 +12,6 @@ pub mod coordinator;
 pub mod delayed_fetch;
 pub mod delayed_produce;
 mod direct_writer;
-pub mod fetch_session;
 pub mod handlers;
 pub mod leader_epoch;
 mod log_flusher;

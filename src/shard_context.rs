@@ -18,7 +18,7 @@ use crate::controller::Controller;
 use crate::coordinator::{CoordinatorConfig, GroupCoordinator};
 use crate::delayed_fetch::DelayedFetch;
 use crate::delayed_produce::DelayedProduce;
-use crate::fetch_session::FetchSessionCache;
+use crate::handlers::fetch::session::FetchSessionCache;
 use crate::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::{Request, Response};
 use crate::replica_manager::{
@@ -219,7 +219,7 @@ impl ShardContext {
             produce_purgatory: RefCell::new(Purgatory::new("produce", 1, 512, now_ms)),
             alter_isr_in_flight: Cell::new(false),
             replica_fetchers: RefCell::new(replica_fetchers),
-            fetch_sessions: RefCell::new(FetchSessionCache::new(shard_id, nr_shards, 1000)),
+            fetch_sessions: RefCell::new(FetchSessionCache::new(shard_id, nr_shards, 1000, now_ms)),
             controller: controller.map(RefCell::new),
             coordinator,
             cluster,

@@ -2,6 +2,8 @@
 //! long-poll through the purgatory for `max_wait_ms`/`min_bytes`, and a
 //! response whose record bytes go to the socket by sendfile.
 
+pub mod session;
+
 use std::rc::Rc;
 
 use indexmap::IndexMap;
@@ -10,7 +12,6 @@ use uuid::Uuid;
 
 use super::legacy_format::{self, Converted};
 use super::HandlerResult;
-use crate::fetch_session::{CachedPartition, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use crate::protocol::fetch_encoder::{
     encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsData,
 };
@@ -19,6 +20,7 @@ use crate::replica_manager::{FetchBudget, FetchPart, FetchPartResult};
 use crate::shard_context::{now_ms, ShardContext, ShardRequest, ShardResponse};
 use crate::shard_handler::{wait_for_data, ShardGroups};
 use kshard_shards::log::batch::RECORD_BATCH_OVERHEAD;
+use session::{CachedPartition, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 
 /// One partition to answer for, in response order.
 struct Wanted {

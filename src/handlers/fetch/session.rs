@@ -1,7 +1,10 @@
-//! Incremental fetch sessions (KIP-227), Kafka's FetchSessionCache. Each shard
-//! keeps the sessions of connections it serves; session ids carry the shard
-//! (id % nr_shards == shard), so a client that reconnects to another shard gets
-//! FETCH_SESSION_ID_NOT_FOUND and starts a new session, as with a restarted broker.
+//! Incremental fetch sessions (KIP-227), Kafka's FetchSession.scala: the
+//! FetchSessionCache, and the FetchContext that `FetchManager.newContext`
+//! makes for each Fetch (session error, sessionless, full, incremental).
+//! Each shard keeps the sessions of connections it serves; session ids carry
+//! the shard (id % nr_shards == shard), so a client that reconnects to another
+//! shard gets FETCH_SESSION_ID_NOT_FOUND and starts a new session, as with a
+//! restarted broker.
 
 use std::collections::HashMap;
 
@@ -57,11 +60,10 @@ fn next_epoch(epoch: i32) -> i32 {
 }
 
 impl FetchSessionCache {
-    pub fn new(shard_id: usize, nr_shards: usize, max_sessions: usize) -> Self {
+    /// `now_ms` only seeds the session ids.
+    pub fn new(shard_id: usize, nr_shards: usize, max_sessions: usize, now_ms: u64) -> Self {
         assert!(shard_id < nr_shards);
-        let seed = (std::process::id() as u64) << 32
-            ^ crate::shard_context::now_ms()
-            ^ (shard_id as u64 * 0x9e37_79b9);
+        let seed = (std::process::id() as u64) << 32 ^ now_ms ^ (shard_id as u64 * 0x9e37_79b9);
         FetchSessionCache {
             shard_id,
             nr_shards,
@@ -89,8 +91,8 @@ impl FetchSessionCache {
         }
     }
 
-    /// Starts a session holding `partitions`; returns its id, or 0 when the
-    /// cache is full of more recently used sessions (a sessionless fetch).
+    /// Starts a session holding `partitions` and returns its id; a full
+    /// cache first evicts its least recently used session.
     pub fn create(
         &mut self,
         partitions: IndexMap<(String, i32), CachedPartition>,
