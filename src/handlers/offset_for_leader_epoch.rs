@@ -20,6 +20,7 @@ const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 
 /// (error code, leader epoch, end offset).
 type PartResult = (i16, i32, i64);
+
 pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
     let request: OffsetForLeaderEpochRequest = decode_body(req)?;
     let image = ctx.metadata.image();
@@ -70,6 +71,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
             },
         )
         .await;
+    let response = epoch_end_offsets_response(&request, results);
+    respond(req, &response)
+}
+
+/// The results, one per partition in request order, back in the request's shape.
+fn epoch_end_offsets_response(
+    request: &OffsetForLeaderEpochRequest,
+    results: Vec<Option<PartResult>>,
+) -> OffsetForLeaderEpochResponse {
     let mut it = results.into_iter();
     let topics = request
         .topics
@@ -93,8 +103,5 @@ pub async fn handle(ctx: &Rc<ShardContext>, req: &Request) -> HandlerResult {
                 .with_partitions(partitions)
         })
         .collect();
-    respond(
-        req,
-        &OffsetForLeaderEpochResponse::default().with_topics(topics),
-    )
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
