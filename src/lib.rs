@@ -11,7 +11,6 @@ pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod coordinator;
-pub mod fetch_session;
 pub mod handlers;
 pub mod metadata;
 pub mod protocol;

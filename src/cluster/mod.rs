@@ -13,7 +13,7 @@ use std::thread;
 
 use crate::config::BrokerConfig;
 use crate::metadata::topics;
-use crate::metadata::{MetadataStore, StoreError};
+use crate::metadata::MetadataStore;
 use crate::zk::{ZkClient, ZkConfig};
 
 type Job = Box<dyn FnOnce(&mut ZkClient) + Send>;

@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
+use crate::cluster::ClusterHandle;
 use crate::controller::{ControllerRequest, ElectionResult};
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
@@ -58,59 +59,75 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         return top_error(errors::INVALID_REQUEST);
     }
     let results = match &ctx.cluster {
-        Some(cluster) => {
-            if !cluster.controller.is_active() {
-                return top_error(errors::NOT_CONTROLLER);
-            }
-            let (tx, rx) = futures_channel::oneshot::channel();
-            if !cluster.controller.request(ControllerRequest::ElectLeaders {
-                partitions,
-                election_type,
-                reply: tx,
-            }) {
-                return top_error(errors::NOT_CONTROLLER);
-            }
-            match rx.await {
-                Ok(Ok(r)) => r,
-                Ok(Err(code)) => return top_error(code),
-                Err(_) => return top_error(errors::NOT_CONTROLLER),
-            }
-        }
-        None => {
-            let image = ctx.metadata.image();
-            let parts = partitions.unwrap_or_else(|| {
-                image
-                    .topics
-                    .values()
-                    .flat_map(|t| {
-                        t.partitions
-                            .iter()
-                            .map(move |p| (t.name.clone(), p.partition))
-                    })
-                    .collect()
-            });
-            parts
-                .into_iter()
-                .map(|(topic, partition)| {
-                    let known = image
-                        .topic(&topic)
-                        .is_some_and(|t| t.partitions.iter().any(|p| p.partition == partition));
-                    ElectionResult {
-                        topic,
-                        partition,
-                        error_code: if known {
-                            errors::ELECTION_NOT_NEEDED
-                        } else {
-                            errors::UNKNOWN_TOPIC_OR_PARTITION
-                        },
-                        error_message: None,
-                    }
-                })
-                .collect()
-        }
+        Some(cluster) => match elect_on_controller(cluster, partitions, election_type).await {
+            Ok(results) => results,
+            Err(code) => return top_error(code),
+        },
+        None => elect_single_broker(ctx, partitions),
     };
     let body = ElectLeadersResponse::default()
         .with_error_code(errors::NONE)
         .with_replica_election_results(results_body(results));
     respond(req, &body)
+}
+
+/// Cluster mode: the active controller elects; Err is the top-level error.
+async fn elect_on_controller(
+    cluster: &ClusterHandle,
+    partitions: Option<Vec<(String, i32)>>,
+    election_type: i8,
+) -> Result<Vec<ElectionResult>, i16> {
+    if !cluster.controller.is_active() {
+        return Err(errors::NOT_CONTROLLER);
+    }
+    let (tx, rx) = futures_channel::oneshot::channel();
+    if !cluster.controller.request(ControllerRequest::ElectLeaders {
+        partitions,
+        election_type,
+        reply: tx,
+    }) {
+        return Err(errors::NOT_CONTROLLER);
+    }
+    match rx.await {
+        Ok(result) => result,
+        Err(_) => Err(errors::NOT_CONTROLLER),
+    }
+}
+
+/// One replica per partition: every known partition already has its
+/// preferred leader (all of them when none are named).
+fn elect_single_broker(
+    ctx: &KafkaApis,
+    partitions: Option<Vec<(String, i32)>>,
+) -> Vec<ElectionResult> {
+    let image = ctx.metadata.image();
+    let parts = partitions.unwrap_or_else(|| {
+        image
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.name.clone(), p.partition))
+            })
+            .collect()
+    });
+    parts
+        .into_iter()
+        .map(|(topic, partition)| {
+            let known = image
+                .topic(&topic)
+                .is_some_and(|t| t.partitions.iter().any(|p| p.partition == partition));
+            ElectionResult {
+                topic,
+                partition,
+                error_code: if known {
+                    errors::ELECTION_NOT_NEEDED
+                } else {
+                    errors::UNKNOWN_TOPIC_OR_PARTITION
+                },
+                error_message: None,
+            }
+        })
+        .collect()
 }

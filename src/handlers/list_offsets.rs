@@ -63,15 +63,56 @@ fn request_error(duplicate: bool, version: i16, p: &ListOffsetsPartition) -> Opt
     None
 }
 
+fn failed(error_code: i16) -> ListOffsetsPartResult {
+    ListOffsetsPartResult {
+        error_code,
+        timestamp: -1,
+        offset: -1,
+        leader_epoch: -1,
+    }
+}
+
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     if req.api_version == 0 {
         return handle_v0(ctx, req).await;
     }
     let request: ListOffsetsRequest = decode_body(req)?;
+    let (mut results, by_shard) = group_by_shard(ctx, req.api_version, &request);
+    let isolation_level = request.isolation_level;
+    by_shard
+        .run(
+            &ctx.router,
+            &mut results,
+            |parts| ShardRequest::ListOffsets {
+                parts,
+                isolation_level,
+            },
+            |r| match r {
+                ShardResponse::ListOffsets(r) => Some(r),
+                _ => None,
+            },
+            || failed(errors::NOT_LEADER_OR_FOLLOWER),
+        )
+        .await;
+    let response = list_offsets_response(req.api_version, &request, results);
+    respond(req, &response)
+}
+
+/// One result slot per partition, in request order: the partitions Kafka
+/// fails before looking at the log are answered, the others grouped by
+/// their owning shard.
+fn group_by_shard(
+    ctx: &KafkaApis,
+    version: i16,
+    request: &ListOffsetsRequest,
+) -> (
+    Vec<Option<ListOffsetsPartResult>>,
+    ShardGroups<ListOffsetsPart>,
+) {
     let image = ctx.metadata.image();
     let mut results: Vec<Option<ListOffsetsPartResult>> = Vec::new();
     let mut by_shard = ShardGroups::new(ctx.nr_shards);
-    let duplicates = duplicate_partitions(&request);
+    let duplicates = duplicate_partitions(request);
     for t in &request.topics {
         let name = t.name.0.as_str();
         let count = image.topic(name).map(|i| i.partitions.len()).unwrap_or(0);
@@ -79,16 +120,11 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             let idx = results.len();
             results.push(None);
             let duplicate = duplicates.contains(&(name, p.partition_index));
-            let error = request_error(duplicate, req.api_version, p).or((p.partition_index < 0
+            let error = request_error(duplicate, version, p).or((p.partition_index < 0
                 || p.partition_index as usize >= count)
                 .then_some(errors::UNKNOWN_TOPIC_OR_PARTITION));
             if let Some(error_code) = error {
-                results[idx] = Some(ListOffsetsPartResult {
-                    error_code,
-                    timestamp: -1,
-                    offset: -1,
-                    leader_epoch: -1,
-                });
+                results[idx] = Some(failed(error_code));
                 continue;
             }
             let owner = ctx.owner_of(name, p.partition_index);
@@ -104,28 +140,14 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             );
         }
     }
-    let isolation_level = request.isolation_level;
-    by_shard
-        .run(
-            &ctx.router,
-            &mut results,
-            |parts| ShardRequest::ListOffsets {
-                parts,
-                isolation_level,
-            },
-            |r| match r {
-                ShardResponse::ListOffsets(r) => Some(r),
-                _ => None,
-            },
-            || ListOffsetsPartResult {
-                error_code: errors::NOT_LEADER_OR_FOLLOWER,
-                timestamp: -1,
-                offset: -1,
-                leader_epoch: -1,
-            },
-        )
-        .await;
-    let v = req.api_version;
+    (results, by_shard)
+}
+
+fn list_offsets_response(
+    version: i16,
+    request: &ListOffsetsRequest,
+    results: Vec<Option<ListOffsetsPartResult>>,
+) -> ListOffsetsResponse {
     let mut it = results.into_iter();
     let topics = request
         .topics
@@ -141,7 +163,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                         .with_error_code(r.error_code)
                         .with_timestamp(r.timestamp)
                         .with_offset(r.offset)
-                        .with_leader_epoch(if v >= 4 { r.leader_epoch } else { -1 })
+                        .with_leader_epoch(if version >= 4 { r.leader_epoch } else { -1 })
                 })
                 .collect();
             ListOffsetsTopicResponse::default()
@@ -149,7 +171,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .with_partitions(partitions)
         })
         .collect();
-    respond(req, &ListOffsetsResponse::default().with_topics(topics))
+    ListOffsetsResponse::default().with_topics(topics)
 }
 
 /// Version 0: per partition, up to `max_num_offsets` segment offsets.

@@ -6,6 +6,7 @@
 
 use std::rc::Rc;
 
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -15,7 +16,7 @@ use uuid::Uuid;
 
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
-use crate::metadata::metadata_cache::TopicInfo;
+use crate::metadata::metadata_cache::{MetadataImage, TopicInfo};
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
@@ -92,54 +93,15 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             request_auto_creation(ctx, missing).await;
         }
         for t in requested {
-            match (&t.name, t.topic_id) {
-                (Some(name), _) => match image.topic(name.0.as_str()) {
-                    Some(info) => topics.push(topic_entry(info, req.api_version)),
-                    None => {
-                        let code = if crate::metadata::topics::validate_topic_name(name.0.as_str())
-                            .is_err()
-                        {
-                            errors::INVALID_TOPIC_EXCEPTION
-                        } else if allow_auto_create {
-                            errors::LEADER_NOT_AVAILABLE
-                        } else {
-                            errors::UNKNOWN_TOPIC_OR_PARTITION
-                        };
-                        topics.push(error_entry(
-                            Some(name.0.as_str()),
-                            Uuid::nil(),
-                            code,
-                            req.api_version,
-                        ));
-                    }
-                },
-                (None, id) => match image.topic_by_id(&id) {
-                    Some(info) => topics.push(topic_entry(info, req.api_version)),
-                    None => topics.push(error_entry(
-                        None,
-                        id,
-                        errors::UNKNOWN_TOPIC_ID,
-                        req.api_version,
-                    )),
-                },
-            }
+            topics.push(requested_topic_entry(
+                &image,
+                &t,
+                allow_auto_create,
+                req.api_version,
+            ));
         }
     }
-    let brokers = image
-        .brokers
-        .iter()
-        .map(|b| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port as i32)
-                .with_rack(if req.api_version >= 1 {
-                    b.rack.clone().map(StrBytes::from_string)
-                } else {
-                    None
-                })
-        })
-        .collect();
+    let brokers = broker_entries(&image, req.api_version);
     let body = MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(if req.api_version >= 2 {
@@ -157,6 +119,53 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         req,
         &with_authorized_operations(body, &request, req.api_version),
     )
+}
+
+/// A topic the request names (by name, or by id from v10 on).
+fn requested_topic_entry(
+    image: &MetadataImage,
+    t: &MetadataRequestTopic,
+    allow_auto_create: bool,
+    v: i16,
+) -> MetadataResponseTopic {
+    match (&t.name, t.topic_id) {
+        (Some(name), _) => match image.topic(name.0.as_str()) {
+            Some(info) => topic_entry(info, v),
+            None => {
+                let code = if crate::metadata::topics::validate_topic_name(name.0.as_str()).is_err()
+                {
+                    errors::INVALID_TOPIC_EXCEPTION
+                } else if allow_auto_create {
+                    errors::LEADER_NOT_AVAILABLE
+                } else {
+                    errors::UNKNOWN_TOPIC_OR_PARTITION
+                };
+                error_entry(Some(name.0.as_str()), Uuid::nil(), code, v)
+            }
+        },
+        (None, id) => match image.topic_by_id(&id) {
+            Some(info) => topic_entry(info, v),
+            None => error_entry(None, id, errors::UNKNOWN_TOPIC_ID, v),
+        },
+    }
+}
+
+fn broker_entries(image: &MetadataImage, v: i16) -> Vec<MetadataResponseBroker> {
+    image
+        .brokers
+        .iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(b.port as i32)
+                .with_rack(if v >= 1 {
+                    b.rack.clone().map(StrBytes::from_string)
+                } else {
+                    None
+                })
+        })
+        .collect()
 }
 
 /// Queues unknown topics for creation on the controller shard; returns at once.

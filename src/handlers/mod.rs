@@ -44,7 +44,7 @@ use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::coordinator::runtime::CoordinatorRuntime;
 use crate::coordinator::{GroupCoordinator, OffsetsLog};
-use crate::fetch_session::FetchSessionCache;
+use crate::handlers::fetch::session::FetchSessionCache;
 use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::{encode_response, Request, Response};
 use crate::replica::ReplicaManager;

@@ -40,44 +40,59 @@ fn by_topic<T>(
 
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetFetchRequest = decode_body(req)?;
-    let v = req.api_version;
-    if v >= MULTI_GROUP_VERSION {
-        let mut groups = Vec::with_capacity(r.groups.len());
-        for g in &r.groups {
-            let asked: Option<Vec<(String, i32)>> = g.topics.as_ref().map(|ts| {
-                ts.iter()
-                    .flat_map(|t| {
-                        t.partition_indexes
-                            .iter()
-                            .map(move |p| (t.name.0.to_string(), *p))
-                    })
-                    .collect()
-            });
-            let (error, rows): Fetched =
-                ctx.with_coordinator(|c, _, _| c.fetch_offsets(&g.group_id.0, asked.as_deref()))?;
-            let topics = by_topic(rows, |p, o, e, m| {
-                OffsetFetchResponsePartitions::default()
-                    .with_partition_index(p)
-                    .with_committed_offset(o)
-                    .with_committed_leader_epoch(e)
-                    .with_metadata(Some(StrBytes::from_string(m)))
-            })
-            .into_iter()
-            .map(|(t, ps)| {
-                OffsetFetchResponseTopics::default()
-                    .with_name(TopicName(StrBytes::from_string(t)))
-                    .with_partitions(ps)
-            })
-            .collect();
-            groups.push(
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(GroupId(g.group_id.0.clone()))
-                    .with_topics(topics)
-                    .with_error_code(error),
-            );
-        }
-        return respond(req, &OffsetFetchResponse::default().with_groups(groups));
+    let response = if req.api_version >= MULTI_GROUP_VERSION {
+        fetch_groups(ctx, &r)?
+    } else {
+        fetch_group(ctx, req.api_version, &r)?
+    };
+    respond(req, &response)
+}
+
+/// v8+: one answer per group, each with its own error.
+fn fetch_groups(ctx: &KafkaApis, r: &OffsetFetchRequest) -> Result<OffsetFetchResponse, String> {
+    let mut groups = Vec::with_capacity(r.groups.len());
+    for g in &r.groups {
+        let asked: Option<Vec<(String, i32)>> = g.topics.as_ref().map(|ts| {
+            ts.iter()
+                .flat_map(|t| {
+                    t.partition_indexes
+                        .iter()
+                        .map(move |p| (t.name.0.to_string(), *p))
+                })
+                .collect()
+        });
+        let (error, rows): Fetched =
+            ctx.with_coordinator(|c, _, _| c.fetch_offsets(&g.group_id.0, asked.as_deref()))?;
+        let topics = by_topic(rows, |p, o, e, m| {
+            OffsetFetchResponsePartitions::default()
+                .with_partition_index(p)
+                .with_committed_offset(o)
+                .with_committed_leader_epoch(e)
+                .with_metadata(Some(StrBytes::from_string(m)))
+        })
+        .into_iter()
+        .map(|(t, ps)| {
+            OffsetFetchResponseTopics::default()
+                .with_name(TopicName(StrBytes::from_string(t)))
+                .with_partitions(ps)
+        })
+        .collect();
+        groups.push(
+            OffsetFetchResponseGroup::default()
+                .with_group_id(GroupId(g.group_id.0.clone()))
+                .with_topics(topics)
+                .with_error_code(error),
+        );
     }
+    Ok(OffsetFetchResponse::default().with_groups(groups))
+}
+
+/// v1-v7: one group.
+fn fetch_group(
+    ctx: &KafkaApis,
+    v: i16,
+    r: &OffsetFetchRequest,
+) -> Result<OffsetFetchResponse, String> {
     let asked: Option<Vec<(String, i32)>> = r.topics.as_ref().map(|ts| {
         ts.iter()
             .flat_map(|t| {
@@ -116,12 +131,11 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             .with_partitions(ps)
     })
     .collect();
-    let response = OffsetFetchResponse::default()
+    Ok(OffsetFetchResponse::default()
         .with_topics(topics)
         .with_error_code(if v >= TOP_LEVEL_ERROR_VERSION {
             error
         } else {
             0
-        });
-    respond(req, &response)
+        }))
 }

@@ -59,6 +59,15 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             || PartResult::failed(errors::NOT_LEADER_OR_FOLLOWER),
         )
         .await;
+    let response = epoch_end_offsets_response(&request, results);
+    respond(req, &response)
+}
+
+/// The results, one per partition in request order, back in the request's shape.
+fn epoch_end_offsets_response(
+    request: &OffsetForLeaderEpochRequest,
+    results: Vec<Option<PartResult>>,
+) -> OffsetForLeaderEpochResponse {
     let mut it = results.into_iter();
     let topics = request
         .topics
@@ -81,8 +90,5 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .with_partitions(partitions)
         })
         .collect();
-    respond(
-        req,
-        &OffsetForLeaderEpochResponse::default().with_topics(topics),
-    )
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
 }

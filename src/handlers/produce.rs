@@ -3,6 +3,8 @@
 
 use std::rc::Rc;
 
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -12,6 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{legacy_format, respond, HandlerResult};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::KafkaApis;
+use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica::{ProducePart, ProducePartResult};
 use crate::router::ShardGroups;
@@ -53,87 +56,10 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ProduceRequest = decode_body(req)?;
     let acks = request.acks;
     let timeout_ms = request.timeout_ms.max(0) as u64;
-    let image = ctx.metadata.image();
-    // Results in request order, filled as shards answer.
-    let mut results: Vec<Option<ProducePartResult>> = Vec::new();
-    let mut by_shard = ShardGroups::new(ctx.nr_shards);
-    let valid_acks = matches!(acks, -1..=1);
     if request.transactional_id.is_some() {
         return Err("transactional produce without a transaction coordinator".into());
     }
-    // Kafka's KafkaApis: transactional records need an (authorized)
-    // transactional id, else every partition fails and nothing is stored.
-    let refuse_all = has_transactional_records(&request);
-    for topic in &request.topic_data {
-        let name = topic.name.0.as_str();
-        let info = image.topic(name);
-        for p in &topic.partition_data {
-            let idx = results.len();
-            results.push(None);
-            if refuse_all {
-                results[idx] = Some(ProducePartResult {
-                    error_message: Some("Transactional Id authorization failed.".into()),
-                    ..ProducePartResult::failed(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                });
-                continue;
-            }
-            if !valid_acks {
-                results[idx] = Some(ProducePartResult::failed(errors::INVALID_REQUIRED_ACKS));
-                continue;
-            }
-            let exists =
-                info.is_some_and(|t| p.index >= 0 && (p.index as usize) < t.partitions.len());
-            if !exists {
-                results[idx] = Some(ProducePartResult::failed(
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
-                ));
-                continue;
-            }
-            // Kafka: "Cannot append to internal topic"; only the group
-            // coordinator writes `__consumer_offsets`.
-            if name == OFFSETS_TOPIC {
-                results[idx] = Some(ProducePartResult::failed(errors::INVALID_TOPIC_EXCEPTION));
-                continue;
-            }
-            let Some(records) = &p.records else {
-                results[idx] = Some(ProducePartResult::failed(errors::CORRUPT_MESSAGE));
-                continue;
-            };
-            // Produce v0-v2 may carry magic 0/1 message sets, v3+ not.
-            let records = match info {
-                Some(info) if req.api_version <= 2 => {
-                    match legacy_format::produce_records(info, p.index, records) {
-                        Ok(Some(records)) => records,
-                        Ok(None) => {
-                            results[idx] = Some(ProducePartResult::nothing_appended());
-                            continue;
-                        }
-                        Err(code) => {
-                            results[idx] = Some(ProducePartResult::failed(code));
-                            continue;
-                        }
-                    }
-                }
-                _ => match legacy_format::records_error_v3(records) {
-                    Some(code) => {
-                        results[idx] = Some(ProducePartResult::failed(code));
-                        continue;
-                    }
-                    None => records.clone(),
-                },
-            };
-            let owner = ctx.owner_of(name, p.index);
-            by_shard.push(
-                owner,
-                idx,
-                ProducePart {
-                    topic: name.to_string(),
-                    partition: p.index,
-                    records,
-                },
-            );
-        }
-    }
+    let (mut results, by_shard) = group_by_shard(ctx, req.api_version, &request);
     by_shard
         .run(
             &ctx.router,
@@ -161,7 +87,102 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         }
         return Ok(None);
     }
-    let v = req.api_version;
+    let response = produce_response(req.api_version, &request, results);
+    respond(req, &response)
+}
+
+/// One result slot per partition, in request order: the partitions Kafka
+/// fails before appending are answered, the others grouped by their owning
+/// shard.
+fn group_by_shard(
+    ctx: &KafkaApis,
+    version: i16,
+    request: &ProduceRequest,
+) -> (Vec<Option<ProducePartResult>>, ShardGroups<ProducePart>) {
+    let image = ctx.metadata.image();
+    let mut results: Vec<Option<ProducePartResult>> = Vec::new();
+    let mut by_shard = ShardGroups::new(ctx.nr_shards);
+    let valid_acks = matches!(request.acks, -1..=1);
+    // Kafka's KafkaApis: transactional records need an (authorized)
+    // transactional id, else every partition fails and nothing is stored.
+    let refuse_all = has_transactional_records(request);
+    for topic in &request.topic_data {
+        let name = topic.name.0.as_str();
+        let info = image.topic(name);
+        for p in &topic.partition_data {
+            let idx = results.len();
+            results.push(None);
+            if refuse_all {
+                results[idx] = Some(ProducePartResult {
+                    error_message: Some("Transactional Id authorization failed.".into()),
+                    ..ProducePartResult::failed(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                });
+                continue;
+            }
+            if !valid_acks {
+                results[idx] = Some(ProducePartResult::failed(errors::INVALID_REQUIRED_ACKS));
+                continue;
+            }
+            match partition_records(info.map(|i| &**i), name, p, version) {
+                Ok(records) => by_shard.push(
+                    ctx.owner_of(name, p.index),
+                    idx,
+                    ProducePart {
+                        topic: name.to_string(),
+                        partition: p.index,
+                        records,
+                    },
+                ),
+                Err(errors::NONE) => results[idx] = Some(ProducePartResult::nothing_appended()),
+                Err(code) => results[idx] = Some(ProducePartResult::failed(code)),
+            }
+        }
+    }
+    (results, by_shard)
+}
+
+/// The records to append to one partition, or the error Kafka answers
+/// without appending (NONE: a legacy message set with nothing to append).
+fn partition_records(
+    info: Option<&TopicInfo>,
+    name: &str,
+    p: &PartitionProduceData,
+    version: i16,
+) -> Result<Bytes, i16> {
+    let exists = info.is_some_and(|t| p.index >= 0 && (p.index as usize) < t.partitions.len());
+    if !exists {
+        return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    // Kafka: "Cannot append to internal topic"; only the group
+    // coordinator writes `__consumer_offsets`.
+    if name == OFFSETS_TOPIC {
+        return Err(errors::INVALID_TOPIC_EXCEPTION);
+    }
+    let Some(records) = &p.records else {
+        return Err(errors::CORRUPT_MESSAGE);
+    };
+    // Produce v0-v2 may carry magic 0/1 message sets, v3+ not.
+    match info {
+        Some(info) if version <= 2 => {
+            match legacy_format::produce_records(info, p.index, records) {
+                Ok(Some(records)) => Ok(records),
+                Ok(None) => Err(errors::NONE),
+                Err(code) => Err(code),
+            }
+        }
+        _ => match legacy_format::records_error_v3(records) {
+            Some(code) => Err(code),
+            None => Ok(records.clone()),
+        },
+    }
+}
+
+/// The results, one per partition in request order, back in the request's shape.
+fn produce_response(
+    v: i16,
+    request: &ProduceRequest,
+    results: Vec<Option<ProducePartResult>>,
+) -> ProduceResponse {
     let mut it = results.into_iter();
     let responses = request
         .topic_data
@@ -195,5 +216,5 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .with_partition_responses(partition_responses)
         })
         .collect();
-    respond(req, &ProduceResponse::default().with_responses(responses))
+    ProduceResponse::default().with_responses(responses)
 }

@@ -85,11 +85,14 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         admin,
         coordinator,
         cluster: sc.cluster,
-        fetch_sessions: std::cell::RefCell::new(crate::fetch_session::FetchSessionCache::new(
-            sc.shard_id,
-            sc.nr_shards,
-            FETCH_SESSION_CACHE_SLOTS,
-        )),
+        fetch_sessions: std::cell::RefCell::new(
+            crate::handlers::fetch::session::FetchSessionCache::new(
+                sc.shard_id,
+                sc.nr_shards,
+                FETCH_SESSION_CACHE_SLOTS,
+                crate::util::now_ms(),
+            ),
+        ),
     });
     let weak = Rc::downgrade(&apis);
     router.set_local_dispatcher(Rc::new(move |req| match weak.upgrade() {

@@ -1,6 +1,9 @@
-//! Fetch (API 1): fetch sessions (KIP-227), reads split by owning shard,
+//! Fetch (API 1), Kafka's `KafkaApis.handleFetchRequest`: the request's
+//! fetch-session context (`session`, KIP-227), reads split by owning shard,
 //! long-poll through the purgatory for `max_wait_ms`/`min_bytes`, and a
 //! response whose record bytes go to the socket by sendfile.
+
+pub mod session;
 
 use std::rc::Rc;
 
@@ -10,8 +13,8 @@ use uuid::Uuid;
 
 use super::legacy_format::{self, Converted};
 use super::HandlerResult;
-use crate::fetch_session::{CachedPartition, SessionError, FINAL_EPOCH, INITIAL_EPOCH};
 use crate::handlers::KafkaApis;
+use crate::metadata::metadata_cache::MetadataImage;
 use crate::protocol::fetch_encoder::{
     encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsData,
 };
@@ -21,37 +24,7 @@ use crate::router::{wait_for_data, ShardGroups};
 use crate::router::{ShardRequest, ShardResponse};
 use crate::util::now_ms;
 use kshard_shards::log::batch::RECORD_BATCH_OVERHEAD;
-
-/// One partition to answer for, in response order.
-struct Wanted {
-    topic: String,
-    topic_id: Uuid,
-    partition: i32,
-    fetch_offset: i64,
-    max_bytes: i32,
-    current_leader_epoch: i32,
-    last_fetched_epoch: i32,
-    /// Error found before reading (unknown topic id, ...).
-    error: Option<i16>,
-}
-
-impl Wanted {
-    /// A new fetch-session entry; -1s mean "never reported to the client".
-    fn to_cached(&self) -> CachedPartition {
-        CachedPartition {
-            topic: self.topic.clone(),
-            topic_id: self.topic_id,
-            partition: self.partition,
-            fetch_offset: self.fetch_offset,
-            max_bytes: self.max_bytes,
-            current_leader_epoch: self.current_leader_epoch,
-            last_fetched_epoch: self.last_fetched_epoch,
-            high_watermark: -1,
-            last_stable_offset: -1,
-            log_start_offset: -1,
-        }
-    }
-}
+use session::{FetchContext, FetchMetadata, PartitionResponse, RequestedPartition};
 
 fn session_error_response(req: &Request, code: i16) -> HandlerResult {
     let data = FetchResponseData {
@@ -63,7 +36,7 @@ fn session_error_response(req: &Request, code: i16) -> HandlerResult {
     encode_fetch_response(req.api_version, req.header.correlation_id, data).map(Some)
 }
 
-fn fetch_part(w: &Wanted, replica_id: i32) -> FetchPart {
+fn fetch_part(w: &RequestedPartition, replica_id: i32) -> FetchPart {
     FetchPart {
         topic: w.topic.clone(),
         partition: w.partition,
@@ -91,7 +64,7 @@ fn shard_failed() -> FetchPartResult {
 /// each shard applies `budget` to its own partitions in request order.
 async fn read_all(
     ctx: &Rc<KafkaApis>,
-    wanted: &[Wanted],
+    wanted: &[RequestedPartition],
     isolation_level: i8,
     replica_id: i32,
     budget: FetchBudget,
@@ -132,7 +105,7 @@ async fn read_all(
 /// is read again with what is left. Returns the bytes read.
 async fn read_limited(
     ctx: &Rc<KafkaApis>,
-    wanted: &[Wanted],
+    wanted: &[RequestedPartition],
     isolation_level: i8,
     replica_id: i32,
     budget: FetchBudget,
@@ -183,10 +156,13 @@ async fn read_limited(
 /// The partitions named in the request, in order. A partition named twice
 /// is one entry where it first appears with its last fetch position, as in
 /// Kafka, whose FetchRequest collects them into a map.
-fn requested_partitions(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> Vec<Wanted> {
-    let image = ctx.metadata.image();
+fn requested_partitions(
+    image: &MetadataImage,
+    version: i16,
+    request: &FetchRequest,
+) -> Vec<RequestedPartition> {
     let use_ids = version >= 13;
-    let mut requested: IndexMap<(String, Uuid, i32), Wanted> = IndexMap::new();
+    let mut requested: IndexMap<(String, Uuid, i32), RequestedPartition> = IndexMap::new();
     for t in &request.topics {
         let (name, error) = if use_ids {
             match image.topic_by_id(&t.topic_id) {
@@ -207,7 +183,7 @@ fn requested_partitions(ctx: &KafkaApis, version: i16, request: &FetchRequest) -
             let key = (name.clone(), t.topic_id, p.partition);
             requested.insert(
                 key,
-                Wanted {
+                RequestedPartition {
                     topic: name.clone(),
                     topic_id,
                     partition: p.partition,
@@ -227,60 +203,14 @@ fn requested_partitions(ctx: &KafkaApis, version: i16, request: &FetchRequest) -
     requested.into_values().collect()
 }
 
-/// A fetch session's answer: the partitions to read, whether only changes
-/// are reported, and the session id to answer with.
-struct SessionPlan {
-    wanted: Vec<Wanted>,
-    incremental: bool,
-    session_id: i32,
-}
-
-/// KIP-227: decides which session this is and which partitions to read;
-/// Err is the session error code to answer with.
-fn plan_session(
-    ctx: &KafkaApis,
+/// The partitions an incremental request drops from its session; a topic
+/// id the broker does not know names no cached partition.
+fn forgotten_partitions(
+    image: &MetadataImage,
     version: i16,
     request: &FetchRequest,
-    requested: Vec<Wanted>,
-    now: u64,
-) -> Result<SessionPlan, i16> {
-    let session_id = request.session_id;
-    let epoch = request.session_epoch;
-    let mut sessions = ctx.fetch_sessions.borrow_mut();
-    if epoch == FINAL_EPOCH || epoch == INITIAL_EPOCH {
-        if session_id != 0 {
-            sessions.remove(session_id);
-        }
-        let mut new_id = 0;
-        if epoch == INITIAL_EPOCH && version >= 7 {
-            let mut map = IndexMap::new();
-            for w in requested.iter().filter(|w| w.error.is_none()) {
-                map.insert((w.topic.clone(), w.partition), w.to_cached());
-            }
-            new_id = sessions.create(map, now);
-        }
-        return Ok(SessionPlan {
-            wanted: requested,
-            incremental: false,
-            session_id: new_id,
-        });
-    }
-    let session = match sessions.get_for_epoch(session_id, epoch, now) {
-        Ok(s) => s,
-        Err(SessionError::NotFound) => return Err(errors::FETCH_SESSION_ID_NOT_FOUND),
-        Err(SessionError::InvalidEpoch) => return Err(errors::INVALID_FETCH_SESSION_EPOCH),
-    };
-    for w in requested.iter().filter(|w| w.error.is_none()) {
-        let entry = session
-            .partitions
-            .entry((w.topic.clone(), w.partition))
-            .or_insert_with(|| w.to_cached());
-        entry.fetch_offset = w.fetch_offset;
-        entry.max_bytes = w.max_bytes;
-        entry.current_leader_epoch = w.current_leader_epoch;
-        entry.last_fetched_epoch = w.last_fetched_epoch;
-    }
-    let image = ctx.metadata.image();
+) -> Vec<(String, i32)> {
+    let mut forgotten = Vec::new();
     for f in &request.forgotten_topics_data {
         let name = if version >= 13 {
             image
@@ -290,31 +220,26 @@ fn plan_session(
         } else {
             f.topic.0.to_string()
         };
-        for p in &f.partitions {
-            session.partitions.shift_remove(&(name.clone(), *p));
-        }
+        forgotten.extend(f.partitions.iter().map(|p| (name.clone(), *p)));
     }
-    let mut all: Vec<Wanted> = session
-        .partitions
-        .values()
-        .map(|c| Wanted {
-            topic: c.topic.clone(),
-            topic_id: c.topic_id,
-            partition: c.partition,
-            fetch_offset: c.fetch_offset,
-            max_bytes: c.max_bytes,
-            current_leader_epoch: c.current_leader_epoch,
-            last_fetched_epoch: c.last_fetched_epoch,
-            error: None,
-        })
-        .collect();
-    // Partitions whose topic is unknown are reported but not cached.
-    all.extend(requested.into_iter().filter(|w| w.error.is_some()));
-    Ok(SessionPlan {
-        wanted: all,
-        incremental: true,
-        session_id,
-    })
+    forgotten
+}
+
+/// The fetch session's context for this request (KIP-227).
+fn new_context(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> FetchContext {
+    let image = ctx.metadata.image();
+    let requested = requested_partitions(&image, version, request);
+    let metadata = FetchMetadata {
+        session_id: request.session_id,
+        epoch: request.session_epoch,
+    };
+    let forgotten = if metadata.is_full() {
+        Vec::new()
+    } else {
+        forgotten_partitions(&image, version, request)
+    };
+    let mut sessions = ctx.fetch_sessions.borrow_mut();
+    sessions.new_context(version, metadata, requested, &forgotten, now_ms())
 }
 
 /// Kafka's limits for one fetch: `max_bytes` capped by the broker's
@@ -333,7 +258,7 @@ fn fetch_limits(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> (Fetch
 /// DelayedFetch), on every shard that owns one.
 async fn wait_for_min_bytes(
     ctx: &Rc<KafkaApis>,
-    wanted: &[Wanted],
+    wanted: &[RequestedPartition],
     replica_id: i32,
     max_wait_ms: u64,
     min_bytes: u64,
@@ -350,10 +275,10 @@ async fn wait_for_min_bytes(
     wait_for_data(&ctx.router, by_shard, max_wait_ms, min_bytes).await;
 }
 
-pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
-    let request: FetchRequest = decode_body(req)?;
-    // A follower names itself by replica id (v15+: in replica_state).
-    let replica_id = if req.api_version >= 15 {
+/// A follower names itself by replica id (v15+: in replica_state); a
+/// consumer is -1.
+fn fetch_replica_id(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> Result<i32, String> {
+    let replica_id = if version >= 15 {
         request.replica_state.replica_id.0
     } else {
         request.replica_id.0
@@ -363,42 +288,82 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             "Fetch from replica {replica_id} on a single-broker kshard"
         ));
     }
-    let requested = requested_partitions(ctx, req.api_version, &request);
-    let plan = match plan_session(ctx, req.api_version, &request, requested, now_ms()) {
-        Ok(plan) => plan,
-        Err(code) => return session_error_response(req, code),
-    };
-    let (budget, min_bytes) = fetch_limits(ctx, req.api_version, &request);
+    Ok(replica_id)
+}
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+    let request: FetchRequest = decode_body(req)?;
+    let replica_id = fetch_replica_id(ctx, req.api_version, &request)?;
+    let context = new_context(ctx, req.api_version, &request);
+    if let FetchContext::SessionError { error_code } = context {
+        return session_error_response(req, error_code);
+    }
+    let partitions = context.partitions();
+    let results = read_or_wait(ctx, req.api_version, &request, partitions, replica_id).await;
+    encode_response(ctx, req, &context, results, request.isolation_level).await
+}
+
+/// Reads at once; when Kafka would park the fetch (a DelayedFetch), waits
+/// for `min_bytes` or `max_wait_ms` and reads again.
+async fn read_or_wait(
+    ctx: &Rc<KafkaApis>,
+    version: i16,
+    request: &FetchRequest,
+    wanted: &[RequestedPartition],
+    replica_id: i32,
+) -> Vec<Option<FetchPartResult>> {
+    let (budget, min_bytes) = fetch_limits(ctx, version, request);
     let isolation = request.isolation_level;
-    let wanted = &plan.wanted;
-    let (mut results, total) = read_limited(ctx, wanted, isolation, replica_id, budget).await;
-    // Kafka answers at once when it may not wait, has nothing to read,
-    // has read enough, or met an error or a diverging epoch.
+    let (results, total) = read_limited(ctx, wanted, isolation, replica_id, budget).await;
+    if !must_wait(request, wanted, &results, total, min_bytes) {
+        return results;
+    }
+    let max_wait_ms = request.max_wait_ms as u64;
+    wait_for_min_bytes(ctx, wanted, replica_id, max_wait_ms, min_bytes).await;
+    read_limited(ctx, wanted, isolation, replica_id, budget)
+        .await
+        .0
+}
+
+/// Kafka answers at once when it may not wait, has nothing to read, has
+/// read enough, or met an error or a diverging epoch.
+fn must_wait(
+    request: &FetchRequest,
+    wanted: &[RequestedPartition],
+    results: &[Option<FetchPartResult>],
+    total_bytes: u64,
+    min_bytes: u64,
+) -> bool {
     let read_error = results
         .iter()
         .flatten()
         .any(|r| r.error_code != errors::NONE || r.diverging_epoch.is_some());
     let readable = wanted.iter().any(|w| w.error.is_none());
-    if request.max_wait_ms > 0 && readable && total < min_bytes && !read_error {
-        let max_wait_ms = request.max_wait_ms as u64;
-        wait_for_min_bytes(ctx, wanted, replica_id, max_wait_ms, min_bytes).await;
-        results = read_limited(ctx, wanted, isolation, replica_id, budget)
-            .await
-            .0;
-    }
+    request.max_wait_ms > 0 && readable && total_bytes < min_bytes && !read_error
+}
+
+/// The response: records down-converted for Fetch v0-v3, and only news
+/// for an incremental session.
+async fn encode_response(
+    ctx: &Rc<KafkaApis>,
+    req: &Request,
+    context: &FetchContext,
+    results: Vec<Option<FetchPartResult>>,
+    isolation_level: i8,
+) -> HandlerResult {
     let converted = if req.api_version <= 3 {
-        Some(down_convert_all(ctx, req.api_version, wanted, &results).await)
+        Some(down_convert_all(ctx, req.api_version, context.partitions(), &results).await)
     } else {
         None
     };
-    let mut topics = response_topics(ctx, &plan, results, isolation);
+    let mut topics = response_topics(ctx, context, results, isolation_level);
     if let Some(converted) = converted {
         legacy_format::apply(&mut topics, converted);
     }
     let data = FetchResponseData {
         throttle_time_ms: 0,
         error_code: errors::NONE,
-        session_id: plan.session_id,
+        session_id: context.session_id(),
         topics,
     };
     encode_fetch_response(req.api_version, req.header.correlation_id, data).map(Some)
@@ -409,7 +374,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
 async fn down_convert_all(
     ctx: &Rc<KafkaApis>,
     version: i16,
-    wanted: &[Wanted],
+    wanted: &[RequestedPartition],
     results: &[Option<FetchPartResult>],
 ) -> Vec<Converted> {
     let to_magic = if version <= 1 { 0 } else { 1 };
@@ -433,7 +398,7 @@ async fn down_convert_all(
     out
 }
 
-fn error_partition(w: &Wanted, read_uncommitted: bool) -> FetchPartitionData {
+fn error_partition(w: &RequestedPartition, read_uncommitted: bool) -> FetchPartitionData {
     FetchPartitionData {
         partition: w.partition,
         error_code: w.error.unwrap_or(errors::UNKNOWN_SERVER_ERROR),
@@ -447,55 +412,56 @@ fn error_partition(w: &Wanted, read_uncommitted: bool) -> FetchPartitionData {
     }
 }
 
+fn partition_response(r: &FetchPartResult) -> PartitionResponse {
+    PartitionResponse {
+        has_records: r.slice.is_some(),
+        error_code: r.error_code,
+        high_watermark: r.high_watermark,
+        last_stable_offset: r.last_stable_offset,
+        log_start_offset: r.log_start_offset,
+    }
+}
+
+fn read_partition(
+    partition: i32,
+    r: FetchPartResult,
+    read_uncommitted: bool,
+) -> FetchPartitionData {
+    FetchPartitionData {
+        partition,
+        error_code: r.error_code,
+        high_watermark: r.high_watermark,
+        last_stable_offset: r.last_stable_offset,
+        log_start_offset: r.log_start_offset,
+        diverging_epoch: r.diverging_epoch,
+        current_leader: None,
+        aborted_transactions: (!read_uncommitted).then(Vec::new),
+        records: match r.slice {
+            Some(s) => RecordsData::File(s),
+            None => RecordsData::Empty,
+        },
+    }
+}
+
 /// Builds the response topics; incremental sessions report only what changed.
 fn response_topics(
     ctx: &KafkaApis,
-    plan: &SessionPlan,
+    context: &FetchContext,
     results: Vec<Option<FetchPartResult>>,
     isolation_level: i8,
 ) -> Vec<FetchTopicData> {
     let read_uncommitted = isolation_level == 0;
     let mut topics: Vec<FetchTopicData> = Vec::new();
     let mut sessions = ctx.fetch_sessions.borrow_mut();
-    let mut session = if plan.session_id != 0 {
-        sessions.get_mut(plan.session_id)
-    } else {
-        None
-    };
-    for (w, r) in plan.wanted.iter().zip(results) {
+    let mut updater = context.response_updater(&mut sessions);
+    for (w, r) in context.partitions().iter().zip(results) {
         let data = match (w.error, r) {
             (Some(_), _) | (None, None) => error_partition(w, read_uncommitted),
             (None, Some(r)) => {
-                if let Some(c) = session
-                    .as_deref_mut()
-                    .and_then(|s| s.partitions.get_mut(&(w.topic.clone(), w.partition)))
-                {
-                    let changed = r.slice.is_some()
-                        || r.error_code != errors::NONE
-                        || c.high_watermark != r.high_watermark
-                        || c.last_stable_offset != r.last_stable_offset
-                        || c.log_start_offset != r.log_start_offset;
-                    c.high_watermark = r.high_watermark;
-                    c.last_stable_offset = r.last_stable_offset;
-                    c.log_start_offset = r.log_start_offset;
-                    if plan.incremental && !changed {
-                        continue;
-                    }
+                if !updater.must_respond(&w.topic, w.partition, &partition_response(&r)) {
+                    continue;
                 }
-                FetchPartitionData {
-                    partition: w.partition,
-                    error_code: r.error_code,
-                    high_watermark: r.high_watermark,
-                    last_stable_offset: r.last_stable_offset,
-                    log_start_offset: r.log_start_offset,
-                    diverging_epoch: r.diverging_epoch,
-                    current_leader: None,
-                    aborted_transactions: (!read_uncommitted).then(Vec::new),
-                    records: match r.slice {
-                        Some(s) => RecordsData::File(s),
-                        None => RecordsData::Empty,
-                    },
-                }
+                read_partition(w.partition, r, read_uncommitted)
             }
         };
         match topics.last_mut() {
