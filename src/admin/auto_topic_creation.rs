@@ -16,9 +16,11 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use crate::admin::embedded::{self, NewTopic};
+use crate::admin::AdminError;
 use crate::admin::TopicAdmin;
 use crate::metadata::topics;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::router::CONTROLLER_SHARD;
 
 /// Names waiting to be created, at most.
@@ -54,7 +56,7 @@ thread_local! {
 
 /// Queues `names` for creation and returns at once, one code per name:
 /// INVALID_TOPIC_EXCEPTION for an illegal name, else LEADER_NOT_AVAILABLE.
-pub fn request_creation(ctx: &Rc<TopicAdmin>, names: &[String]) -> Vec<i16> {
+pub fn request_creation(ctx: &Rc<TopicAdmin>, names: &[String]) -> Vec<ErrorCode> {
     debug_assert_eq!(ctx.shard_id, CONTROLLER_SHARD);
     let mut dropped = 0usize;
     let codes = QUEUE.with(|q| {
@@ -106,8 +108,8 @@ async fn drain(ctx: Rc<TopicAdmin>) {
         };
         match embedded::create_topic(&ctx, t, false).await {
             Ok(_) => {}
-            Err((code, _)) if code == errors::TOPIC_ALREADY_EXISTS => {}
-            Err((_, message)) => log::warn!("auto-creating topic {name}: {message}"),
+            Err(AdminError { code, .. }) if code == errors::TOPIC_ALREADY_EXISTS => {}
+            Err(AdminError { message, .. }) => log::warn!("auto-creating topic {name}: {message}"),
         }
         QUEUE.with(|q| q.borrow_mut().in_flight.remove(&name));
         if ctx.router.is_shutting_down() {

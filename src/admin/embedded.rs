@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::admin::limits::check_partitions_per_request;
 use crate::admin::TopicAdmin;
+use crate::admin::{AdminError, AdminResult};
 use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
 use crate::metadata::embedded::EmbeddedStore;
@@ -18,6 +19,7 @@ use crate::metadata::metadata_cache::{BrokerInfo, MetadataImage, PartitionInfo, 
 use crate::metadata::topics;
 use crate::metadata::{MetadataStore, StoreError};
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::router::join_all;
 use crate::router::{ShardRequest, CONTROLLER_SHARD};
 use kshard_shards::mailbox::LocalBoxFuture;
@@ -42,10 +44,8 @@ pub struct Controller {
     deleting: HashSet<String>,
 }
 
-type AdminResult<T> = Result<T, (i16, String)>;
-
-fn store_err(e: StoreError) -> (i16, String) {
-    (errors::UNKNOWN_SERVER_ERROR, format!("metadata store: {e}"))
+fn store_err(e: StoreError) -> AdminError {
+    AdminError::new(errors::UNKNOWN_SERVER_ERROR, format!("metadata store: {e}"))
 }
 
 impl Controller {
@@ -144,7 +144,7 @@ impl Controller {
     }
 
     /// A producer id for an idempotent producer, from blocks reserved in the store.
-    pub fn allocate_producer_id(&mut self) -> Result<i64, i16> {
+    pub fn allocate_producer_id(&mut self) -> Result<i64, ErrorCode> {
         if self.next_producer_id >= self.producer_id_block_end {
             let (start, end) = crate::metadata::producer_ids::reserve_producer_id_block(
                 &mut self.store,
@@ -204,7 +204,7 @@ fn validate_manual_assignment(
     assignment: &BTreeMap<i32, Vec<i32>>,
     image: &MetadataImage,
 ) -> AdminResult<()> {
-    let invalid = |m: String| Err((errors::INVALID_REPLICA_ASSIGNMENT, m));
+    let invalid = |m: String| Err(AdminError::new(errors::INVALID_REPLICA_ASSIGNMENT, m));
     let mut replication_factor: Option<usize> = None;
     for replicas in assignment.values() {
         if replicas.is_empty() {
@@ -266,23 +266,18 @@ pub async fn create_topic(
         return crate::admin::zk::create_topic(ctx, t, validate_only).await;
     }
     let config = &ctx.config;
-    topics::validate_topic_name(&t.name).map_err(|m| (errors::INVALID_TOPIC_EXCEPTION, m))?;
+    topics::validate_topic_name(&t.name)
+        .map_err(|m| AdminError::new(errors::INVALID_TOPIC_EXCEPTION, m))?;
     let image = ctx.metadata.image();
     if image.topic(&t.name).is_some() {
-        return Err((
-            errors::TOPIC_ALREADY_EXISTS,
-            format!("Topic '{}' already exists.", t.name),
-        ));
+        return Err(AdminError::topic_exists(&t.name));
     }
     let live_brokers = image.brokers.len().max(1) as i32;
     let broker_id = config.effective_broker_id();
     let assignment = match &t.assignment {
         Some(a) => {
             if t.num_partitions != -1 || t.replication_factor != -1 {
-                return Err((
-                    errors::INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
-                ));
+                return Err(AdminError::counts_and_assignment());
             }
             check_partitions_per_request(a.len() as i64)?;
             validate_manual_assignment(a, &image)?;
@@ -300,20 +295,20 @@ pub async fn create_topic(
                 t.replication_factor
             };
             if partitions <= 0 {
-                return Err((
+                return Err(AdminError::new(
                     errors::INVALID_PARTITIONS,
-                    "Number of partitions must be larger than 0.".into(),
+                    "Number of partitions must be larger than 0.",
                 ));
             }
             if rf <= 0 {
-                return Err((
+                return Err(AdminError::new(
                     errors::INVALID_REPLICATION_FACTOR,
-                    "Replication factor must be larger than 0.".into(),
+                    "Replication factor must be larger than 0.",
                 ));
             }
             check_partitions_per_request(i64::from(partitions))?;
             if rf as i32 > live_brokers {
-                return Err((
+                return Err(AdminError::new(
                     errors::INVALID_REPLICATION_FACTOR,
                     format!(
                         "Replication factor: {rf} larger than available brokers: {live_brokers}."
@@ -324,7 +319,7 @@ pub async fn create_topic(
         }
     };
     let topic_config = TopicConfig::from_overrides(config, &t.configs)
-        .map_err(|e| (errors::INVALID_CONFIG, e.to_string()))?;
+        .map_err(|e| AdminError::new(errors::INVALID_CONFIG, e.to_string()))?;
     let topic_id_bytes = topics::random_uuid();
     let info = Arc::new(TopicInfo {
         name: t.name.clone(),
@@ -350,17 +345,14 @@ pub async fn create_topic(
     {
         let mut c = controller(ctx).borrow_mut();
         if c.deleting.contains(&t.name) {
-            return Err((
+            return Err(AdminError::new(
                 errors::TOPIC_ALREADY_EXISTS,
                 format!("Topic '{}' is marked for deletion.", t.name),
             ));
         }
         let colliding = topics::colliding_topics(&c.store, &t.name).map_err(store_err)?;
         if let Some(other) = colliding.first() {
-            return Err((
-                errors::INVALID_TOPIC_EXCEPTION,
-                format!("Topic '{}' collides with existing topic: {other}", t.name),
-            ));
+            return Err(AdminError::colliding_topic(&t.name, other));
         }
         match topics::create_topic(
             &mut c.store,
@@ -371,10 +363,7 @@ pub async fn create_topic(
         ) {
             Ok(()) => {}
             Err(StoreError::NodeExists(_)) => {
-                return Err((
-                    errors::TOPIC_ALREADY_EXISTS,
-                    format!("Topic '{}' already exists.", t.name),
-                ));
+                return Err(AdminError::topic_exists(&t.name));
             }
             Err(e) => return Err(store_err(e)),
         }
@@ -397,10 +386,7 @@ pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid>
     }
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
-        return Err((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
-            "This server does not host this topic-partition.".into(),
-        ));
+        return Err(AdminError::unknown_topic_partition());
     };
     {
         let mut c = controller(ctx).borrow_mut();
@@ -450,19 +436,12 @@ pub async fn create_partitions(
     }
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
-        return Err((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("The topic '{name}' does not exist."),
-        ));
+        return Err(AdminError::no_such_topic(name));
     };
     let current = info.partitions.len() as i32;
-    if new_total < current {
-        return Err((errors::INVALID_PARTITIONS, format!("Topic currently has {current} partitions, which is higher than the requested {new_total}.")));
-    }
-    if new_total == current {
-        return Err((
-            errors::INVALID_PARTITIONS,
-            format!("Topic already has {current} partitions."),
+    if new_total <= current {
+        return Err(AdminError::partition_count_not_increased(
+            current, new_total,
         ));
     }
     check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
@@ -470,7 +449,7 @@ pub async fn create_partitions(
     let added: BTreeMap<i32, Vec<i32>> = match assignment {
         Some(a) => {
             if a.len() as i32 != new_total - current {
-                return Err((
+                return Err(AdminError::new(
                     errors::INVALID_REPLICA_ASSIGNMENT,
                     format!(
                         "Increasing the number of partitions by {} but {} assignments provided.",
@@ -486,7 +465,7 @@ pub async fn create_partitions(
                         .iter()
                         .any(|b| !image.brokers.iter().any(|x| x.id == *b))
                 {
-                    return Err((
+                    return Err(AdminError::new(
                         errors::INVALID_REPLICA_ASSIGNMENT,
                         format!("Unknown broker in assignment {replicas:?}"),
                     ));
@@ -524,6 +503,6 @@ pub async fn create_partitions(
 }
 
 /// Auto-creation from Metadata requests: queued for the background, answered at once.
-pub async fn auto_create_topics(ctx: &Rc<TopicAdmin>, names: &[String]) -> Vec<i16> {
+pub async fn auto_create_topics(ctx: &Rc<TopicAdmin>, names: &[String]) -> Vec<ErrorCode> {
     crate::admin::auto_topic_creation::request_creation(ctx, names)
 }

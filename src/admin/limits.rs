@@ -12,6 +12,7 @@
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 
+use crate::admin::AdminError;
 use crate::metadata::metadata_cache::MetadataImage;
 use crate::protocol::errors;
 
@@ -22,11 +23,8 @@ pub const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
 pub const TOO_MANY_PARTITIONS_MESSAGE: &str = "Excessively large number of partitions per request.";
 
 /// The error every topic of an oversized request gets.
-pub fn too_many_partitions() -> (i16, String) {
-    (
-        errors::POLICY_VIOLATION,
-        TOO_MANY_PARTITIONS_MESSAGE.to_string(),
-    )
+pub fn too_many_partitions() -> AdminError {
+    AdminError::new(errors::POLICY_VIOLATION, TOO_MANY_PARTITIONS_MESSAGE)
 }
 
 /// Partitions a CreateTopics request asks for, counted as Kafka counts
@@ -62,7 +60,7 @@ pub fn create_partitions_added(topics: &[CreatePartitionsTopic], image: &Metadat
 }
 
 /// POLICY_VIOLATION when `partitions` exceeds the per-request bound.
-pub fn check_partitions_per_request(partitions: i64) -> Result<(), (i16, String)> {
+pub fn check_partitions_per_request(partitions: i64) -> Result<(), AdminError> {
     if partitions > PARTITIONS_PER_REQUEST_MAX {
         return Err(too_many_partitions());
     }
@@ -108,9 +106,10 @@ mod tests {
     #[test]
     fn the_bound_is_inclusive() {
         assert!(check_partitions_per_request(PARTITIONS_PER_REQUEST_MAX).is_ok());
-        let (code, message) = check_partitions_per_request(PARTITIONS_PER_REQUEST_MAX + 1)
-            .err()
-            .unwrap();
+        let AdminError { code, message } =
+            check_partitions_per_request(PARTITIONS_PER_REQUEST_MAX + 1)
+                .err()
+                .unwrap();
         assert_eq!(code, errors::POLICY_VIOLATION);
         assert_eq!(
             message,

@@ -15,6 +15,7 @@ use crate::admin::assignment::{self, BrokerMetadata};
 use crate::admin::embedded::NewTopic;
 use crate::admin::limits::check_partitions_per_request;
 use crate::admin::TopicAdmin;
+use crate::admin::{AdminError, AdminResult};
 use crate::config::topic::TopicConfig;
 use crate::metadata::metadata_cache::{MetadataImage, PartitionInfo, TopicInfo};
 use crate::metadata::topics;
@@ -22,20 +23,18 @@ use crate::metadata::{MetadataStore, StoreError};
 use crate::protocol::errors;
 use crate::util::now_ms;
 
-type AdminResult<T> = Result<T, (i16, String)>;
-
 /// How long an admin request waits for the controller to act.
 const ADMIN_WAIT_MS: u64 = 30_000;
 const POLL_MS: u64 = 10;
 
-fn store_err(e: StoreError) -> (i16, String) {
-    (errors::UNKNOWN_SERVER_ERROR, format!("ZooKeeper: {e}"))
+fn store_err(e: StoreError) -> AdminError {
+    AdminError::new(errors::UNKNOWN_SERVER_ERROR, format!("ZooKeeper: {e}"))
 }
 
-fn assignment_err(e: assignment::AssignmentError) -> (i16, String) {
-    (
+fn assignment_err(e: assignment::AssignmentError) -> AdminError {
+    AdminError::new(
         e.kafka_error_code(),
-        e.kafka_error_message().unwrap_or_default().to_string(),
+        e.kafka_error_message().unwrap_or_default(),
     )
 }
 
@@ -90,22 +89,17 @@ pub async fn create_topic(
 ) -> AdminResult<Arc<TopicInfo>> {
     let cluster = ctx.cluster.clone().expect("cluster mode");
     let config = &ctx.config;
-    topics::validate_topic_name(&t.name).map_err(|m| (errors::INVALID_TOPIC_EXCEPTION, m))?;
+    topics::validate_topic_name(&t.name)
+        .map_err(|m| AdminError::new(errors::INVALID_TOPIC_EXCEPTION, m))?;
     let image = ctx.metadata.image();
     if image.topic(&t.name).is_some() {
-        return Err((
-            errors::TOPIC_ALREADY_EXISTS,
-            format!("Topic '{}' already exists.", t.name),
-        ));
+        return Err(AdminError::topic_exists(&t.name));
     }
     let brokers = brokers_of(&image);
     let assignment = match &t.assignment {
         Some(a) => {
             if t.num_partitions != -1 || t.replication_factor != -1 {
-                return Err((
-                    errors::INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
-                ));
+                return Err(AdminError::counts_and_assignment());
             }
             check_partitions_per_request(a.len() as i64)?;
             let listed: Vec<(i32, Vec<i32>)> = a.iter().map(|(p, r)| (*p, r.clone())).collect();
@@ -113,9 +107,9 @@ pub async fn create_topic(
             // ZooKeeper-mode Kafka would write partitions that can never
             // have a leader; refused as Kafka's KRaft controller does.
             if map.values().any(Vec::is_empty) {
-                return Err((
+                return Err(AdminError::new(
                     errors::INVALID_REPLICA_ASSIGNMENT,
-                    "The manual partition assignment includes an empty replica list.".into(),
+                    "The manual partition assignment includes an empty replica list.",
                 ));
             }
             map
@@ -144,7 +138,7 @@ pub async fn create_topic(
         }
     };
     let topic_config = TopicConfig::from_overrides(config, &t.configs)
-        .map_err(|e| (errors::INVALID_CONFIG, e.to_string()))?;
+        .map_err(|e| AdminError::new(errors::INVALID_CONFIG, e.to_string()))?;
     let topic_id = topics::random_uuid();
     let info = Arc::new(TopicInfo {
         name: t.name.clone(),
@@ -174,10 +168,7 @@ pub async fn create_topic(
         .zk_call(move |zk| -> AdminResult<()> {
             let colliding = topics::colliding_topics(zk, &name).map_err(store_err)?;
             if let Some(other) = colliding.first() {
-                return Err((
-                    errors::INVALID_TOPIC_EXCEPTION,
-                    format!("Topic '{name}' collides with existing topic: {other}"),
-                ));
+                return Err(AdminError::colliding_topic(&name, other));
             }
             match topics::create_topic_assignment(
                 zk,
@@ -187,19 +178,16 @@ pub async fn create_topic(
                 &overrides,
             ) {
                 Ok(()) => Ok(()),
-                Err(StoreError::NodeExists(_)) => Err((
-                    errors::TOPIC_ALREADY_EXISTS,
-                    format!("Topic '{name}' already exists."),
-                )),
+                Err(StoreError::NodeExists(_)) => Err(AdminError::topic_exists(&name)),
                 Err(e) => Err(store_err(e)),
             }
         })
         .await
-        .map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))??;
+        .map_err(|e| AdminError::new(errors::UNKNOWN_SERVER_ERROR, e))??;
     let n = assignment.len();
     let name = t.name.clone();
     if !wait_for_image(ctx, |img| img.topic(&name).is_some_and(|t| all_led(t, n))).await {
-        return Err((
+        return Err(AdminError::new(
             errors::REQUEST_TIMED_OUT,
             format!("Timed out waiting for topic {name} to get leaders"),
         ));
@@ -211,17 +199,14 @@ pub async fn create_topic(
 pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid> {
     let cluster = ctx.cluster.clone().expect("cluster mode");
     if !ctx.config.delete_topic_enable {
-        return Err((
+        return Err(AdminError::new(
             errors::TOPIC_DELETION_DISABLED,
-            "Topic deletion is disabled.".into(),
+            "Topic deletion is disabled.",
         ));
     }
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
-        return Err((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
-            "This server does not host this topic-partition.".into(),
-        ));
+        return Err(AdminError::unknown_topic_partition());
     };
     let topic = name.to_string();
     cluster
@@ -229,17 +214,14 @@ pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid>
             move |zk| match topics::mark_topic_for_deletion(zk, &topic) {
                 // Already marked: wait for it like the first request does.
                 Ok(()) | Err(StoreError::NodeExists(_)) => Ok(()),
-                Err(StoreError::NoNode(_)) => Err((
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.".to_string(),
-                )),
+                Err(StoreError::NoNode(_)) => Err(AdminError::unknown_topic_partition()),
                 Err(e) => Err(store_err(e)),
             },
         )
         .await
-        .map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))??;
+        .map_err(|e| AdminError::new(errors::UNKNOWN_SERVER_ERROR, e))??;
     if !wait_for_image(ctx, |img| img.topic(name).is_none()).await {
-        return Err((
+        return Err(AdminError::new(
             errors::REQUEST_TIMED_OUT,
             format!("Timed out waiting for topic {name} to be deleted"),
         ));
@@ -257,22 +239,12 @@ pub async fn create_partitions(
     let cluster = ctx.cluster.clone().expect("cluster mode");
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
-        return Err((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("The topic '{name}' does not exist."),
-        ));
+        return Err(AdminError::no_such_topic(name));
     };
     let current = info.partitions.len() as i32;
-    if new_total < current {
-        return Err((
-            errors::INVALID_PARTITIONS,
-            format!("Topic currently has {current} partitions, which is higher than the requested {new_total}."),
-        ));
-    }
-    if new_total == current {
-        return Err((
-            errors::INVALID_PARTITIONS,
-            format!("Topic already has {current} partitions."),
+    if new_total <= current {
+        return Err(AdminError::partition_count_not_increased(
+            current, new_total,
         ));
     }
     check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
@@ -297,10 +269,10 @@ pub async fn create_partitions(
     cluster
         .zk_call(move |zk| topics::add_partitions_assignment(zk, &topic, &added).map_err(store_err))
         .await
-        .map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))??;
+        .map_err(|e| AdminError::new(errors::UNKNOWN_SERVER_ERROR, e))??;
     let n = new_total as usize;
     if !wait_for_image(ctx, |img| img.topic(name).is_some_and(|t| all_led(t, n))).await {
-        return Err((
+        return Err(AdminError::new(
             errors::REQUEST_TIMED_OUT,
             format!("Timed out waiting for the new partitions of {name}"),
         ));

@@ -14,6 +14,7 @@ use std::thread;
 use crate::config::BrokerConfig;
 use crate::metadata::topics;
 use crate::metadata::MetadataStore;
+use crate::protocol::errors::ErrorCode;
 use crate::zk::{ZkClient, ZkConfig};
 
 type Job = Box<dyn FnOnce(&mut ZkClient) + Send>;
@@ -92,7 +93,7 @@ impl ClusterHandle {
     /// A producer id from this broker's block; a new block of 1000 is
     /// reserved in `/latest_producer_id_block` by a conditional update
     /// when it runs out (Kafka's ZkProducerIdManager).
-    pub async fn allocate_producer_id(&self) -> Result<i64, i16> {
+    pub async fn allocate_producer_id(&self) -> Result<i64, ErrorCode> {
         {
             let mut ids = self.producer_ids.lock().expect("producer ids");
             if ids.0 < ids.1 {

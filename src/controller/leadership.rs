@@ -10,6 +10,7 @@ use super::{
 };
 use crate::metadata::StoreResult;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 
 type States = BTreeMap<(String, i32), LeaderAndIsr>;
 
@@ -23,7 +24,7 @@ impl KafkaController {
         let mut results = Vec::new();
         let mut updates: States = BTreeMap::new();
         for (t, p) in parts {
-            let result = |code: i16, msg: Option<String>| ElectionResult {
+            let result = |code: ErrorCode, msg: Option<String>| ElectionResult {
                 topic: t.clone(),
                 partition: *p,
                 error_code: code,
@@ -155,7 +156,7 @@ impl KafkaController {
                 .iter()
                 .find(|(_, e)| e.topic_id == c.topic_id)
                 .map(|(t, _)| t.clone());
-            let result = |code: i16, s: Option<&LeaderAndIsr>| IsrChangeResult {
+            let result = |code: ErrorCode, s: Option<&LeaderAndIsr>| IsrChangeResult {
                 topic_id: c.topic_id,
                 partition: c.partition,
                 error_code: code,

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use crate::config::BrokerConfig;
 use crate::controller::channel::ControllerChannelManager;
 use crate::metadata::{MetadataStore, Op, StoreError};
+use crate::protocol::errors::ErrorCode;
 use crate::zk::{NodeEventKind, ZkClient, ZkEvent};
 use context::ControllerContext;
 use elections::LeaderAndIsr;
@@ -41,18 +42,18 @@ pub enum ControllerRequest {
     ElectLeaders {
         partitions: Option<Vec<(String, i32)>>,
         election_type: i8,
-        reply: futures_channel::oneshot::Sender<Result<Vec<ElectionResult>, i16>>,
+        reply: futures_channel::oneshot::Sender<Result<Vec<ElectionResult>, ErrorCode>>,
     },
     /// AlterPartition from the leader `broker_id`.
     AlterPartition {
         broker_id: i32,
         changes: Vec<IsrChangeRequest>,
-        reply: futures_channel::oneshot::Sender<Result<Vec<IsrChangeResult>, i16>>,
+        reply: futures_channel::oneshot::Sender<Result<Vec<IsrChangeResult>, ErrorCode>>,
     },
     /// ControlledShutdown from `broker_id`: partitions it still leads.
     ControlledShutdown {
         broker_id: i32,
-        reply: futures_channel::oneshot::Sender<Result<Vec<(String, i32)>, i16>>,
+        reply: futures_channel::oneshot::Sender<Result<Vec<(String, i32)>, ErrorCode>>,
     },
 }
 
@@ -69,7 +70,7 @@ pub struct IsrChangeRequest {
 pub struct IsrChangeResult {
     pub topic_id: uuid::Uuid,
     pub partition: i32,
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub leader: i32,
     pub leader_epoch: i32,
     pub isr: Vec<i32>,
@@ -80,7 +81,7 @@ pub struct IsrChangeResult {
 pub struct ElectionResult {
     pub topic: String,
     pub partition: i32,
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub error_message: Option<String>,
 }
 

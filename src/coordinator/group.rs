@@ -10,6 +10,7 @@ use kshard_shards::oneshot;
 
 use super::offsets_codec::{subscription_topics, GroupValue, MemberValue, OffsetValue};
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupState {
@@ -47,7 +48,7 @@ impl GroupState {
 
 #[derive(Clone, Debug, Default)]
 pub struct JoinResult {
-    pub error: i16,
+    pub error: ErrorCode,
     pub generation_id: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -60,7 +61,7 @@ pub struct JoinResult {
 }
 
 impl JoinResult {
-    pub fn error(member_id: &str, error: i16) -> Self {
+    pub fn error(member_id: &str, error: ErrorCode) -> Self {
         JoinResult {
             error,
             generation_id: -1,
@@ -72,14 +73,14 @@ impl JoinResult {
 
 #[derive(Clone, Debug, Default)]
 pub struct SyncResult {
-    pub error: i16,
+    pub error: ErrorCode,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
 }
 
 impl SyncResult {
-    pub fn error(error: i16) -> Self {
+    pub fn error(error: ErrorCode) -> Self {
         SyncResult {
             error,
             ..Default::default()
@@ -274,7 +275,7 @@ impl Group {
     }
 
     /// Kafka's validateCurrentMember.
-    pub fn validate_current_member(&self, member_id: &str, instance_id: Option<&str>) -> i16 {
+    pub fn validate_current_member(&self, member_id: &str, instance_id: Option<&str>) -> ErrorCode {
         if let Some(instance) = instance_id {
             match self.static_member_id(instance) {
                 Some(current) if current != member_id => return errors::FENCED_INSTANCE_ID,

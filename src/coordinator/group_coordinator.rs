@@ -17,6 +17,7 @@ use super::group::{Group, GroupState, JoinResult, SyncResult};
 use super::OffsetsLog;
 use crate::config::BrokerConfig;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 
 /// Kafka's NewMemberJoinTimeoutMs: a new member's JoinGroup may wait this long.
 pub const NEW_MEMBER_JOIN_TIMEOUT_MS: i64 = 5 * 60 * 1000;
@@ -132,7 +133,7 @@ impl GroupCoordinator {
     }
 
     /// Kafka's validateGroupStatus (every group is local here).
-    pub fn validate_group_status(&self, group_id: &str, allow_empty: bool) -> Option<i16> {
+    pub fn validate_group_status(&self, group_id: &str, allow_empty: bool) -> Option<ErrorCode> {
         if invalid_group_id(group_id, allow_empty) {
             Some(errors::INVALID_GROUP_ID)
         } else if !self.coordinating {
@@ -481,7 +482,7 @@ impl GroupCoordinator {
         );
     }
 
-    fn reset_and_propagate_assignment_error(&mut self, gid: &str, error: i16, now_ms: i64) {
+    fn reset_and_propagate_assignment_error(&mut self, gid: &str, error: ErrorCode, now_ms: i64) {
         let g = self.groups.get_mut(gid).expect("group");
         debug_assert!(g.is(GroupState::CompletingRebalance));
         for m in g.members.values_mut() {
@@ -490,7 +491,7 @@ impl GroupCoordinator {
         self.propagate_assignment(gid, error, now_ms);
     }
 
-    pub(super) fn propagate_assignment(&mut self, gid: &str, error: i16, now_ms: i64) {
+    pub(super) fn propagate_assignment(&mut self, gid: &str, error: ErrorCode, now_ms: i64) {
         let g = self.groups.get_mut(gid).expect("group");
         let (pt, pn) = if error == errors::NONE {
             (g.protocol_type.clone(), g.protocol_name.clone())
@@ -670,7 +671,7 @@ impl GroupCoordinator {
         member_id: &str,
         instance_id: Option<&str>,
         now_ms: i64,
-    ) -> i16 {
+    ) -> ErrorCode {
         match self.validate_group_status(gid, false) {
             // Still loading: answer blindly, as Kafka does.
             Some(errors::COORDINATOR_LOAD_IN_PROGRESS) => return errors::NONE,
@@ -715,7 +716,7 @@ impl GroupCoordinator {
         gid: &str,
         leaving: &[(String, Option<String>)],
         now_ms: i64,
-    ) -> (i16, Vec<i16>) {
+    ) -> (ErrorCode, Vec<ErrorCode>) {
         if let Some(e) = self.validate_group_status(gid, false) {
             return (e, Vec::new());
         }

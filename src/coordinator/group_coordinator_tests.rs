@@ -7,20 +7,21 @@ use kshard_shards::oneshot;
 
 use super::*;
 use crate::coordinator::offsets::CommitPart;
+use crate::protocol::errors::ErrorCode;
 
 #[derive(Default)]
 struct MemLog {
     batches: Vec<(i32, Vec<u8>)>,
-    fail_with: i16,
+    fail_with: ErrorCode,
 }
 
 impl OffsetsLog for MemLog {
-    fn append(&mut self, partition: i32, batch: Vec<u8>) -> i16 {
+    fn append(&mut self, partition: i32, batch: Vec<u8>) -> ErrorCode {
         if self.fail_with != 0 {
             return self.fail_with;
         }
         self.batches.push((partition, batch));
-        0
+        errors::NONE
     }
 }
 
@@ -108,7 +109,7 @@ fn single_member_full_cycle_and_persistence() {
     let mut log = MemLog::default();
     let (m1, rx) = join_new(&mut c, &mut log, 1);
     let j = ready(rx).expect("joined at once with no initial delay");
-    assert_eq!((j.error, j.generation_id), (0, 1));
+    assert_eq!((j.error, j.generation_id), (errors::NONE, 1));
     assert_eq!(j.leader_id, m1);
     assert_eq!(j.members.len(), 1);
     assert_eq!(j.protocol_name.as_deref(), Some("range"));
@@ -202,12 +203,12 @@ fn single_member_full_cycle_and_persistence() {
 
     // Leaving empties the group; it is then deletable.
     let (top, per) = c.leave_group(&mut log, "g", &[(m1.clone(), None)], 6);
-    assert_eq!((top, per), (0, vec![0]));
+    assert_eq!((top, per), (errors::NONE, vec![errors::NONE]));
     assert_eq!(c.groups["g"].state, GroupState::Empty);
     assert_eq!(c.groups["g"].generation_id, 2);
     assert_eq!(
         c.delete_groups(&mut log, &["g".into(), "nope".into()], 7),
-        vec![0, errors::GROUP_ID_NOT_FOUND]
+        vec![errors::NONE, errors::GROUP_ID_NOT_FOUND]
     );
     assert!(!c.groups.contains_key("g"));
     let mut c3 = GroupCoordinator::new(config(0), 0);
@@ -246,7 +247,7 @@ fn second_member_triggers_rebalance_and_both_join() {
     let rx1 = c.join_group(&mut log, join(&m1, &["range"]), 5);
     let j1 = ready(rx1).unwrap();
     let j2 = ready(rx2).unwrap();
-    assert_eq!((j1.error, j2.error), (0, 0));
+    assert_eq!((j1.error, j2.error), (errors::NONE, errors::NONE));
     assert_eq!((j1.generation_id, j2.generation_id), (2, 2));
     assert_eq!(j1.leader_id, m1);
     assert_eq!(j1.members.len(), 2);
@@ -285,7 +286,7 @@ fn follower_sync_completes_after_leader() {
     );
     assert_eq!(ready(leader).unwrap().assignment, a1);
     let f = ready(follower).unwrap();
-    assert_eq!((f.error, f.assignment), (0, a2));
+    assert_eq!((f.error, f.assignment), (errors::NONE, a2));
     assert_eq!(c.groups["g"].state, GroupState::Stable);
 }
 
@@ -353,7 +354,7 @@ fn static_member_rejoins_without_rebalance_and_old_id_is_fenced() {
     let mut p = join("", &["range"]);
     p.group_instance_id = Some("inst".into());
     let j = ready(c.join_group(&mut log, p, 3)).unwrap();
-    assert_eq!((j.error, j.generation_id), (0, 1));
+    assert_eq!((j.error, j.generation_id), (errors::NONE, 1));
     assert_ne!(j.member_id, old);
     assert_eq!(c.groups["g"].state, GroupState::Stable);
     assert_eq!(
@@ -372,7 +373,7 @@ fn static_member_rejoins_without_rebalance_and_old_id_is_fenced() {
         5,
     ))
     .unwrap();
-    assert_eq!((s.error, s.assignment), (0, a));
+    assert_eq!((s.error, s.assignment), (errors::NONE, a));
     // Administrative removal by instance id (LeaveGroup v3+).
     let (top, per) = c.leave_group(
         &mut log,
@@ -383,7 +384,10 @@ fn static_member_rejoins_without_rebalance_and_old_id_is_fenced() {
         ],
         6,
     );
-    assert_eq!((top, per), (0, vec![0, errors::UNKNOWN_MEMBER_ID]));
+    assert_eq!(
+        (top, per),
+        (errors::NONE, vec![errors::NONE, errors::UNKNOWN_MEMBER_ID])
+    );
 }
 
 #[test]
@@ -474,7 +478,13 @@ fn offset_delete_respects_subscriptions() {
         vec![0, 0]
     );
     let (e, r) = c.delete_offsets(&mut log, "g", &[("t".into(), 0), ("u".into(), 0)], 4);
-    assert_eq!((e, r), (0, vec![errors::GROUP_SUBSCRIBED_TO_TOPIC, 0]));
+    assert_eq!(
+        (e, r),
+        (
+            errors::NONE,
+            vec![errors::GROUP_SUBSCRIBED_TO_TOPIC, errors::NONE]
+        )
+    );
     assert_eq!(c.fetch_offsets("g", None).1.len(), 1);
     assert_eq!(
         c.delete_offsets(&mut log, "none", &[], 4).0,

@@ -21,6 +21,7 @@ pub mod runtime;
 
 pub use group_coordinator::{CoordinatorConfig, GroupCoordinator};
 
+use crate::protocol::errors::ErrorCode;
 use crate::util::java_string_hash;
 
 pub const OFFSETS_TOPIC: &str = kshard_shards::placement::OFFSETS_TOPIC;
@@ -38,7 +39,7 @@ pub fn partition_for(group_id: &str, num_partitions: i32) -> i32 {
 /// partition's log on this shard (a fake in tests).
 pub trait OffsetsLog {
     /// Appends one v2 batch; returns a Kafka error code (0: appended).
-    fn append(&mut self, partition: i32, batch: Vec<u8>) -> i16;
+    fn append(&mut self, partition: i32, batch: Vec<u8>) -> ErrorCode;
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use super::group_coordinator::{GroupCoordinator, OFFSET_METADATA_MAX_BYTES};
 use super::offsets_codec::{self as codec, RecordKey};
 use super::{partition_for, OffsetsLog};
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 
 /// One partition's commit in an OffsetCommit.
 pub struct CommitPart {
@@ -34,7 +35,7 @@ pub struct GroupDescription {
 }
 
 /// Maps append errors as Kafka's storeGroup/storeOffsets do.
-fn map_store_error(e: i16, for_offsets: bool) -> i16 {
+fn map_store_error(e: ErrorCode, for_offsets: bool) -> ErrorCode {
     match e {
         errors::UNKNOWN_TOPIC_OR_PARTITION
         | errors::NOT_ENOUGH_REPLICAS
@@ -57,7 +58,12 @@ impl GroupCoordinator {
     }
 
     /// Writes the group's metadata record (Kafka's storeGroup).
-    pub(super) fn store_group(&mut self, log: &mut dyn OffsetsLog, gid: &str, now_ms: i64) -> i16 {
+    pub(super) fn store_group(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        gid: &str,
+        now_ms: i64,
+    ) -> ErrorCode {
         let g = &self.groups[gid];
         let key = codec::encode_group_key(gid);
         let value = codec::encode_group_value(&g.to_value());
@@ -74,7 +80,7 @@ impl GroupCoordinator {
         generation_id: i32,
         member_id: &str,
         instance_id: Option<&str>,
-    ) -> i16 {
+    ) -> ErrorCode {
         if g.is(GroupState::Dead) {
             return errors::COORDINATOR_NOT_AVAILABLE;
         }
@@ -103,8 +109,8 @@ impl GroupCoordinator {
         retention_ms: i64,
         parts: &[CommitPart],
         now_ms: i64,
-    ) -> Vec<i16> {
-        let all = |e: i16| vec![e; parts.len()];
+    ) -> Vec<ErrorCode> {
+        let all = |e: ErrorCode| vec![e; parts.len()];
         if let Some(e) = self.validate_group_status(gid, true) {
             return all(e);
         }
@@ -182,7 +188,7 @@ impl GroupCoordinator {
         &self,
         gid: &str,
         parts: Option<&[(String, i32)]>,
-    ) -> (i16, Vec<OffsetRow>) {
+    ) -> (ErrorCode, Vec<OffsetRow>) {
         if let Some(e) = self.validate_group_status(gid, true) {
             return (e, Vec::new());
         }
@@ -212,7 +218,10 @@ impl GroupCoordinator {
 
     /// ListGroups: (group id, protocol type, state) matching the states
     /// filter (empty: all).
-    pub fn list_groups(&self, states: &[String]) -> (i16, Vec<(String, String, &'static str)>) {
+    pub fn list_groups(
+        &self,
+        states: &[String],
+    ) -> (ErrorCode, Vec<(String, String, &'static str)>) {
         if !self.coordinating {
             return (errors::NONE, Vec::new());
         }
@@ -242,7 +251,7 @@ impl GroupCoordinator {
     }
 
     /// DescribeGroups for one group; an unknown group is reported Dead.
-    pub fn describe_group(&self, gid: &str) -> (i16, GroupDescription) {
+    pub fn describe_group(&self, gid: &str) -> (ErrorCode, GroupDescription) {
         let dead = GroupDescription {
             state: GroupState::Dead.name(),
             protocol_type: String::new(),
@@ -300,7 +309,7 @@ impl GroupCoordinator {
         gid: &str,
         offsets: &[(String, i32)],
         now_ms: i64,
-    ) -> i16 {
+    ) -> ErrorCode {
         let dead = self.groups.get(gid).is_none_or(|g| g.is(GroupState::Dead));
         let mut b = BatchBuilder::new(0);
         for (t, p) in offsets {
@@ -335,7 +344,7 @@ impl GroupCoordinator {
         log: &mut dyn OffsetsLog,
         gids: &[String],
         now_ms: i64,
-    ) -> Vec<i16> {
+    ) -> Vec<ErrorCode> {
         let mut out = Vec::with_capacity(gids.len());
         for gid in gids {
             if let Some(e) = self.validate_group_status(gid, true) {
@@ -370,7 +379,7 @@ impl GroupCoordinator {
         gid: &str,
         parts: &[(String, i32)],
         now_ms: i64,
-    ) -> (i16, Vec<i16>) {
+    ) -> (ErrorCode, Vec<ErrorCode>) {
         if let Some(e) = self.validate_group_status(gid, true) {
             return (e, Vec::new());
         }

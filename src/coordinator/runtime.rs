@@ -14,8 +14,10 @@ use kshard_shards::log::records::{decompress, RecordIter};
 
 use super::{CoordinatorConfig, GroupCoordinator, OffsetsLog, OFFSETS_TOPIC};
 use crate::admin::embedded::{self, NewTopic};
+use crate::admin::AdminError;
 use crate::admin::TopicAdmin;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::replica::{ProducePart, ReplicaManager};
 use crate::router::{Router, CONTROLLER_SHARD};
 use crate::util::now_ms;
@@ -33,7 +35,7 @@ pub struct LocalOffsetsLog<'a> {
 }
 
 impl OffsetsLog for LocalOffsetsLog<'_> {
-    fn append(&mut self, partition: i32, batch: Vec<u8>) -> i16 {
+    fn append(&mut self, partition: i32, batch: Vec<u8>) -> ErrorCode {
         let part = ProducePart {
             topic: OFFSETS_TOPIC.to_string(),
             partition,
@@ -130,8 +132,10 @@ impl CoordinatorRuntime {
                 assignment: None,
                 configs,
             };
-            if let Err((code, msg)) = embedded::create_topic(&self.admin, t, false).await {
-                log::error!("creating {OFFSETS_TOPIC}: error {code}: {msg}");
+            if let Err(AdminError { code, message }) =
+                embedded::create_topic(&self.admin, t, false).await
+            {
+                log::error!("creating {OFFSETS_TOPIC}: error {code}: {message}");
             }
         }
         self.load();

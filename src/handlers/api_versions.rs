@@ -54,7 +54,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         apis.sort_by_key(|a| a.api_key);
     }
     let body = ApiVersionsResponse::default()
-        .with_error_code(errors::NONE)
+        .with_error_code(errors::NONE.code())
         .with_api_keys(apis);
     respond(req, &body)
 }
@@ -70,7 +70,7 @@ pub fn unsupported_version_response(correlation_id: i32) -> Bytes {
     let mut buf = BytesMut::with_capacity(16 + apis.len() * 6);
     buf.put_i32(0);
     buf.put_i32(correlation_id);
-    buf.put_i16(errors::UNSUPPORTED_VERSION);
+    buf.put_i16(errors::UNSUPPORTED_VERSION.code());
     buf.put_i32(apis.len() as i32);
     for a in &apis {
         buf.put_i16(a.api_key);

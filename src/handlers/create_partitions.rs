@@ -18,7 +18,9 @@ use kafka_protocol::protocol::StrBytes;
 use super::{respond, HandlerResult};
 use crate::admin::embedded;
 use crate::admin::limits::{check_partitions_per_request, create_partitions_added};
+use crate::admin::AdminError;
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 /// What to do with each request entry, in request order.
@@ -62,19 +64,19 @@ fn assignment(t: &CreatePartitionsTopic) -> Option<Vec<Vec<i32>>> {
 
 fn result(
     t: &CreatePartitionsTopic,
-    code: i16,
+    code: ErrorCode,
     message: Option<String>,
 ) -> CreatePartitionsTopicResult {
     CreatePartitionsTopicResult::default()
         .with_name(t.name.clone())
-        .with_error_code(code)
+        .with_error_code(code.code())
         .with_error_message(message.map(StrBytes::from_string))
 }
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: CreatePartitionsRequest = decode_body(req)?;
     let added = create_partitions_added(&request.topics, &ctx.metadata.image());
-    if let Err((code, message)) = check_partitions_per_request(added) {
+    if let Err(AdminError { code, message }) = check_partitions_per_request(added) {
         let results = request
             .topics
             .iter()
@@ -108,7 +110,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                         (errors::REQUEST_TIMED_OUT, None)
                     }
                     Ok(()) => (errors::NONE, None),
-                    Err((code, message)) => (code, Some(message)),
+                    Err(AdminError { code, message }) => (code, Some(message)),
                 }
             }
         };

@@ -21,9 +21,11 @@ use uuid::Uuid;
 use super::{respond, HandlerResult};
 use crate::admin::embedded::{self, NewTopic};
 use crate::admin::limits::{check_partitions_per_request, create_topics_partitions};
+use crate::admin::AdminError;
 use crate::config::topic_config_entries;
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 /// First version whose results carry partitions, replication and configs.
@@ -33,7 +35,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: CreateTopicsRequest = decode_body(req)?;
     let validate_only = request.validate_only;
     let partitions = create_topics_partitions(&request.topics, ctx.config.num_partitions);
-    if let Err((code, message)) = check_partitions_per_request(partitions) {
+    if let Err(AdminError { code, message }) = check_partitions_per_request(partitions) {
         // As Kafka's controller: the whole request fails, nothing is created.
         let results = request
             .topics
@@ -56,7 +58,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             )
         } else {
             match to_new_topic(t) {
-                Err((code, message)) => failed(code, Some(message)),
+                Err(AdminError { code, message }) => failed(code, Some(message)),
                 Ok(new_topic) => {
                     match embedded::create_topic(&ctx.admin, new_topic, validate_only).await {
                         // Kafka (ZooKeeper mode) creates the topic but does not wait
@@ -65,7 +67,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                             failed(errors::REQUEST_TIMED_OUT, None)
                         }
                         Ok(info) => created(ctx, &info, validate_only, req.api_version),
-                        Err((code, message)) => failed(code, Some(message)),
+                        Err(AdminError { code, message }) => failed(code, Some(message)),
                     }
                 }
             }
@@ -77,7 +79,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
 }
 
 /// The request checks Kafka makes before handing a topic to the controller.
-fn to_new_topic(t: &CreatableTopic) -> Result<NewTopic, (i16, String)> {
+fn to_new_topic(t: &CreatableTopic) -> Result<NewTopic, AdminError> {
     let null_configs: Vec<&str> = t
         .configs
         .iter()
@@ -85,7 +87,7 @@ fn to_new_topic(t: &CreatableTopic) -> Result<NewTopic, (i16, String)> {
         .map(|c| c.name.as_str())
         .collect();
     if !null_configs.is_empty() {
-        return Err((
+        return Err(AdminError::new(
             errors::INVALID_CONFIG,
             format!(
                 "Null value not supported for topic configs: {}",
@@ -94,11 +96,7 @@ fn to_new_topic(t: &CreatableTopic) -> Result<NewTopic, (i16, String)> {
         ));
     }
     if !t.assignments.is_empty() && (t.num_partitions != -1 || t.replication_factor != -1) {
-        return Err((
-            errors::INVALID_REQUEST,
-            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
-                .into(),
-        ));
+        return Err(AdminError::counts_and_assignment());
     }
     let assignment = if t.assignments.is_empty() {
         None
@@ -136,10 +134,10 @@ fn to_new_topic(t: &CreatableTopic) -> Result<NewTopic, (i16, String)> {
 }
 
 /// A failed entry: Kafka resets configs, partitions and replication.
-fn failed(code: i16, message: Option<String>) -> CreatableTopicResult {
+fn failed(code: ErrorCode, message: Option<String>) -> CreatableTopicResult {
     debug_assert_ne!(code, errors::NONE);
     CreatableTopicResult::default()
-        .with_error_code(code)
+        .with_error_code(code.code())
         .with_error_message(message.map(StrBytes::from_string))
         .with_num_partitions(-1)
         .with_replication_factor(-1)
@@ -160,7 +158,7 @@ fn created(
         info.topic_id
     };
     let result = CreatableTopicResult::default()
-        .with_error_code(errors::NONE)
+        .with_error_code(errors::NONE.code())
         .with_error_message(None)
         .with_topic_id(topic_id);
     if version < VERSION_WITH_CONFIGS {
@@ -231,7 +229,7 @@ mod tests {
             config("retention.ms", None),
             config("segment.ms", None),
         ]);
-        let (code, message) = to_new_topic(&t).err().unwrap();
+        let AdminError { code, message } = to_new_topic(&t).err().unwrap();
         assert_eq!(code, errors::INVALID_CONFIG);
         assert_eq!(
             message,
@@ -255,7 +253,10 @@ mod tests {
             .with_partition_index(0)
             .with_broker_ids(vec![BrokerId(0)]);
         let t = topic("a").with_num_partitions(1).with_assignments(vec![a]);
-        assert_eq!(to_new_topic(&t).err().unwrap().0, errors::INVALID_REQUEST);
+        assert_eq!(
+            to_new_topic(&t).err().unwrap().code,
+            errors::INVALID_REQUEST
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         .map(|(g, e)| {
             DeletableGroupResult::default()
                 .with_group_id(g.clone())
-                .with_error_code(e)
+                .with_error_code(e.code())
         })
         .collect();
     respond(req, &DeleteGroupsResponse::default().with_results(results))

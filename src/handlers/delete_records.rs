@@ -70,7 +70,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                     let r = it.next().flatten().expect("every partition answered");
                     DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(r.error_code)
+                        .with_error_code(r.error_code.code())
                         .with_low_watermark(r.low_watermark)
                 })
                 .collect();

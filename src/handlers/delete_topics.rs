@@ -17,7 +17,9 @@ use uuid::Uuid;
 
 use super::{respond, HandlerResult};
 use crate::admin::embedded;
+use crate::admin::AdminError;
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 /// First version that may name topics by id.
@@ -60,7 +62,7 @@ fn request_error(
     entries: &[Entry],
     version: i16,
     delete_topic_enable: bool,
-) -> Option<(i16, Option<String>)> {
+) -> Option<(ErrorCode, Option<String>)> {
     if !delete_topic_enable {
         let code = if version < VERSION_WITH_DELETION_DISABLED {
             errors::INVALID_REQUEST
@@ -84,13 +86,13 @@ fn request_error(
 fn result(
     entry: &Entry,
     name: Option<&str>,
-    code: i16,
+    code: ErrorCode,
     message: Option<String>,
 ) -> DeletableTopicResult {
     DeletableTopicResult::default()
         .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_string()))))
         .with_topic_id(entry.topic_id)
-        .with_error_code(code)
+        .with_error_code(code.code())
         .with_error_message(message.map(StrBytes::from_string))
 }
 
@@ -110,7 +112,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         );
     }
     // A name listed twice is deleted once; every entry shows that outcome.
-    let mut done: HashMap<String, (i16, Option<String>)> = HashMap::new();
+    let mut done: HashMap<String, (ErrorCode, Option<String>)> = HashMap::new();
     for e in &entries {
         let image = ctx.metadata.image();
         let name = match (&e.name, e.topic_id.is_nil()) {
@@ -144,7 +146,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                         (errors::NONE, None)
                     }
                 }
-                Err((code, message)) => (code, Some(message)),
+                Err(AdminError { code, message }) => (code, Some(message)),
             }
         };
         responses.push(result(e, Some(&name), outcome.0, outcome.1.clone()));

@@ -15,9 +15,6 @@ use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::MetadataImage;
 use crate::protocol::{decode_body, errors, Request};
 
-const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
-const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
-
 const ENDPOINT_BROKER: i8 = 1;
 const ENDPOINT_CONTROLLER: i8 = 2;
 
@@ -51,10 +48,10 @@ fn describe(
     let endpoint_error = match request.endpoint_type {
         ENDPOINT_BROKER => None,
         ENDPOINT_CONTROLLER => Some((
-            MISMATCHED_ENDPOINT_TYPE,
+            errors::MISMATCHED_ENDPOINT_TYPE,
             "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER".to_string(),
         )),
-        other => Some((UNSUPPORTED_ENDPOINT_TYPE, format!("Unsupported endpoint type {other}"))),
+        other => Some((errors::UNSUPPORTED_ENDPOINT_TYPE, format!("Unsupported endpoint type {other}"))),
     };
     if let Some((code, message)) = endpoint_error {
         let code = if version == 0 {
@@ -63,7 +60,7 @@ fn describe(
             code
         };
         return DescribeClusterResponse::default()
-            .with_error_code(code)
+            .with_error_code(code.code())
             .with_error_message(Some(StrBytes::from_string(message)));
     }
     let operations = if request.include_cluster_authorized_operations {
@@ -89,7 +86,7 @@ fn describe(
         -1
     };
     DescribeClusterResponse::default()
-        .with_error_code(errors::NONE)
+        .with_error_code(errors::NONE.code())
         .with_error_message(None)
         .with_cluster_id(StrBytes::from_string(image.cluster_id.clone()))
         .with_controller_id(BrokerId(controller_id))
@@ -158,13 +155,13 @@ mod tests {
             1,
             &image(),
         );
-        assert_eq!(r.error_code, MISMATCHED_ENDPOINT_TYPE);
+        assert_eq!(r.error_code, errors::MISMATCHED_ENDPOINT_TYPE);
         let r = describe(
             &DescribeClusterRequest::default().with_endpoint_type(9),
             1,
             &image(),
         );
-        assert_eq!(r.error_code, UNSUPPORTED_ENDPOINT_TYPE);
+        assert_eq!(r.error_code, errors::UNSUPPORTED_ENDPOINT_TYPE);
         let r = describe(
             &DescribeClusterRequest::default().with_endpoint_type(9),
             0,

@@ -19,6 +19,7 @@ use crate::config::{broker_config_entries, topic_config_entries, BrokerConfig, C
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::MetadataImage;
 use crate::metadata::topics::validate_topic_name;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -88,12 +89,12 @@ fn describe(
     // Kafka leaves the message at its default, "", unless an exception set it.
     match outcome {
         Ok(entries) => result
-            .with_error_code(errors::NONE)
+            .with_error_code(errors::NONE.code())
             // Kafka leaves the message at its schema default, "".
             .with_error_message(Some(StrBytes::from_static_str("")))
             .with_configs(select(entries, r.configuration_keys.as_deref(), o)),
         Err((code, message)) => result
-            .with_error_code(code)
+            .with_error_code(code.code())
             .with_error_message(Some(StrBytes::from_string(message.unwrap_or_default())))
             .with_configs(Vec::new()),
     }
@@ -104,7 +105,7 @@ fn this_broker(
     config: &BrokerConfig,
     name: &str,
     empty_allowed: bool,
-) -> Result<(), (i16, Option<String>)> {
+) -> Result<(), (ErrorCode, Option<String>)> {
     let id = config.effective_broker_id();
     let Ok(requested) = name.parse::<i32>() else {
         return Err((
@@ -326,7 +327,7 @@ mod tests {
             &resource(RESOURCE_BROKER, "", None),
             &options(false, false),
         );
-        assert_eq!((r.error_code, r.configs.len()), (errors::NONE, 0));
+        assert_eq!((r.error_code, r.configs.len()), (errors::NONE.code(), 0));
         let r = describe(
             &c,
             &img,

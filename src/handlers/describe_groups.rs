@@ -41,7 +41,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             .collect();
         groups.push(
             DescribedGroup::default()
-                .with_error_code(error)
+                .with_error_code(error.code())
                 .with_group_id(gid.clone())
                 .with_group_state(StrBytes::from_static_str(d.state))
                 .with_protocol_type(StrBytes::from_string(d.protocol_type))

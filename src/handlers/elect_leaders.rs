@@ -14,6 +14,7 @@ use super::{respond, HandlerResult};
 use crate::cluster::ClusterHandle;
 use crate::controller::{ControllerRequest, ElectionResult};
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 fn results_body(results: Vec<ElectionResult>) -> Vec<ReplicaElectionResult> {
@@ -21,7 +22,7 @@ fn results_body(results: Vec<ElectionResult>) -> Vec<ReplicaElectionResult> {
     for r in results {
         let pr = PartitionResult::default()
             .with_partition_id(r.partition)
-            .with_error_code(r.error_code)
+            .with_error_code(r.error_code.code())
             .with_error_message(r.error_message.map(StrBytes::from_string));
         match out.iter_mut().find(|t| t.topic.0.as_str() == r.topic) {
             Some(t) => t.partition_result.push(pr),
@@ -51,8 +52,8 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             })
             .collect()
     });
-    let top_error = |code: i16| {
-        let body = ElectLeadersResponse::default().with_error_code(code);
+    let top_error = |code: ErrorCode| {
+        let body = ElectLeadersResponse::default().with_error_code(code.code());
         respond(req, &body)
     };
     if !matches!(election_type, 0 | 1) {
@@ -66,7 +67,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         None => elect_single_broker(ctx, partitions),
     };
     let body = ElectLeadersResponse::default()
-        .with_error_code(errors::NONE)
+        .with_error_code(errors::NONE.code())
         .with_replica_election_results(results_body(results));
     respond(req, &body)
 }
@@ -76,7 +77,7 @@ async fn elect_on_controller(
     cluster: &ClusterHandle,
     partitions: Option<Vec<(String, i32)>>,
     election_type: i8,
-) -> Result<Vec<ElectionResult>, i16> {
+) -> Result<Vec<ElectionResult>, ErrorCode> {
     if !cluster.controller.is_active() {
         return Err(errors::NOT_CONTROLLER);
     }

@@ -16,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{respond, HandlerResult};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 const GROUP_KEY_TYPE: i8 = 0;
@@ -27,7 +28,7 @@ const SHARE_VERSION: i16 = 6;
 const BATCHED_VERSION: i16 = 4;
 
 struct Found {
-    error: i16,
+    error: ErrorCode,
     message: Option<String>,
     node_id: i32,
     host: String,
@@ -35,7 +36,7 @@ struct Found {
 }
 
 fn find(ctx: &KafkaApis, key_type: i8, version: i16) -> Found {
-    let fail = |error: i16, message: &str| Found {
+    let fail = |error: ErrorCode, message: &str| Found {
         error,
         message: Some(message.to_string()),
         node_id: -1,
@@ -98,14 +99,14 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                     .with_node_id(f.node_id.into())
                     .with_host(StrBytes::from_string(f.host))
                     .with_port(f.port)
-                    .with_error_code(f.error)
+                    .with_error_code(f.error.code())
                     .with_error_message(f.message.map(StrBytes::from_string)),
             );
         }
     } else {
         let f = find(ctx, request.key_type, req.api_version);
         response = response
-            .with_error_code(f.error)
+            .with_error_code(f.error.code())
             .with_error_message(f.message.map(StrBytes::from_string))
             .with_node_id(f.node_id.into())
             .with_host(StrBytes::from_string(f.host))

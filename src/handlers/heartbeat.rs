@@ -20,5 +20,8 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             now,
         )
     })?;
-    respond(req, &HeartbeatResponse::default().with_error_code(error))
+    respond(
+        req,
+        &HeartbeatResponse::default().with_error_code(error.code()),
+    )
 }

@@ -19,20 +19,19 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// RecordBatch.NO_PRODUCER_ID and NO_PRODUCER_EPOCH.
 const NO_PRODUCER_ID: i64 = -1;
 const NO_PRODUCER_EPOCH: i16 = -1;
-/// Retriable: the controller shard could not be reached this time.
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 
 /// What a request asks for, checked in Kafka's order.
 #[derive(Debug, PartialEq)]
 enum Decision {
     Allocate,
-    Fail(i16),
+    Fail(ErrorCode),
 }
 
 fn decide(request: &InitProducerIdRequest) -> Decision {
@@ -49,10 +48,14 @@ fn decide(request: &InitProducerIdRequest) -> Decision {
     }
 }
 
-fn response(error_code: i16, producer_id: i64, producer_epoch: i16) -> InitProducerIdResponse {
+fn response(
+    error_code: ErrorCode,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> InitProducerIdResponse {
     debug_assert!(error_code == errors::NONE || producer_id == NO_PRODUCER_ID);
     InitProducerIdResponse::default()
-        .with_error_code(error_code)
+        .with_error_code(error_code.code())
         .with_producer_id(ProducerId(producer_id))
         .with_producer_epoch(producer_epoch)
 }
@@ -74,7 +77,12 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 response(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             }
             Ok(_) => return Err("unexpected reply to AllocateProducerId".into()),
-            Err(_) => response(COORDINATOR_NOT_AVAILABLE, NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
+            // Retriable: the controller shard could not be reached this time.
+            Err(_) => response(
+                errors::COORDINATOR_NOT_AVAILABLE,
+                NO_PRODUCER_ID,
+                NO_PRODUCER_EPOCH,
+            ),
         },
     };
     respond(req, &body)

@@ -71,7 +71,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         })
         .collect();
     let response = JoinGroupResponse::default()
-        .with_error_code(result.error)
+        .with_error_code(result.error.code())
         .with_generation_id(result.generation_id)
         .with_protocol_type(protocol_type.map(StrBytes::from_string))
         .with_protocol_name(protocol_name.map(StrBytes::from_string))

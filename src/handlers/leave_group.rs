@@ -30,7 +30,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     };
     let (top, per_member) =
         ctx.with_coordinator(|c, log, now| c.leave_group(log, &r.group_id.0, &leaving, now))?;
-    let mut response = LeaveGroupResponse::default().with_error_code(top);
+    let mut response = LeaveGroupResponse::default().with_error_code(top.code());
     if batch {
         if top == errors::NONE {
             response.members = r
@@ -41,12 +41,12 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                     MemberResponse::default()
                         .with_member_id(m.member_id.clone())
                         .with_group_instance_id(m.group_instance_id.clone())
-                        .with_error_code(*e)
+                        .with_error_code((*e).code())
                 })
                 .collect();
         }
     } else if top == errors::NONE {
-        response.error_code = per_member.first().copied().unwrap_or(errors::NONE);
+        response.error_code = per_member.first().copied().unwrap_or(errors::NONE).code();
     }
     respond(req, &response)
 }

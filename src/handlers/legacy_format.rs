@@ -16,6 +16,7 @@ use kshard_shards::log::{read_slice_bytes, FileSlice};
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_encoder::{FetchTopicData, RecordsData};
 use crate::replica::partition::validation_config_of;
 use crate::replica::FetchPartResult;
@@ -32,7 +33,7 @@ pub fn produce_records(
     topic: &TopicInfo,
     partition: i32,
     records: &Bytes,
-) -> Result<Option<Bytes>, i16> {
+) -> Result<Option<Bytes>, ErrorCode> {
     let cfg = validation_config_of(&topic.config);
     let topic_partition = format!("{}-{partition}", topic.name);
     match up_convert(records, &cfg, now_ms() as i64, &topic_partition) {
@@ -41,7 +42,7 @@ pub fn produce_records(
         Ok(UpConverted::Nothing) => Ok(None),
         Err(e) => {
             log::debug!("Produce to {topic_partition} refused: {e}");
-            Err(e.error_code())
+            Err(ErrorCode::from_wire(e.error_code()))
         }
     }
 }
@@ -49,7 +50,7 @@ pub fn produce_records(
 /// Kafka's `ProduceRequest.validateRecords` for v3+: a first entry of magic
 /// 0 or 1 is INVALID_RECORD (an entry smaller than a v0 message is left to
 /// the batch checks, as Kafka's iterator fails on it first).
-pub fn records_error_v3(records: &[u8]) -> Option<i16> {
+pub fn records_error_v3(records: &[u8]) -> Option<ErrorCode> {
     const MAGIC_AT: usize = 16;
     let size = i32::from_be_bytes(records.get(8..12)?.try_into().ok()?);
     let magic = *records.get(MAGIC_AT)?;
@@ -85,7 +86,7 @@ pub async fn down_convert_partition(
         return Converted::Error(UNSUPPORTED_COMPRESSION_TYPE);
     }
     if !info.config.message_downconversion_enable {
-        return Converted::Error(errors::UNSUPPORTED_VERSION);
+        return Converted::Error(errors::UNSUPPORTED_VERSION.code());
     }
     let raw = match &result.slice {
         None => Vec::new(),
@@ -93,7 +94,7 @@ pub async fn down_convert_partition(
             Ok(raw) => raw,
             Err(e) => {
                 log::error!("Fetch of {topic}-{partition}: reading for down-conversion: {e}");
-                return Converted::Error(errors::NOT_LEADER_OR_FOLLOWER);
+                return Converted::Error(errors::NOT_LEADER_OR_FOLLOWER.code());
             }
         },
     };
@@ -128,7 +129,7 @@ pub fn apply(topics: &mut [FetchTopicData], converted: Vec<Converted>) {
     for (p, c) in partitions.zip(converted) {
         // Clients of Fetch v0-v5 may not know KAFKA_STORAGE_ERROR.
         if p.error_code == errors::KAFKA_STORAGE_ERROR {
-            p.error_code = errors::NOT_LEADER_OR_FOLLOWER;
+            p.error_code = errors::NOT_LEADER_OR_FOLLOWER.code();
         }
         match c {
             Converted::Unchanged => {}
@@ -184,7 +185,11 @@ mod tests {
         let mut topics = vec![FetchTopicData {
             name: "t".into(),
             topic_id: Uuid::nil(),
-            partitions: vec![part(0, 0), part(1, 0), part(2, errors::KAFKA_STORAGE_ERROR)],
+            partitions: vec![
+                part(0, 0),
+                part(1, 0),
+                part(2, errors::KAFKA_STORAGE_ERROR.code()),
+            ],
         }];
         let converted = vec![
             Converted::Records(Bytes::from_static(b"x")),

@@ -35,7 +35,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     respond(
         req,
         &ListGroupsResponse::default()
-            .with_error_code(error)
+            .with_error_code(error.code())
             .with_groups(listed),
     )
 }

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::legacy::{
     ListOffsetsV0PartitionResponse, ListOffsetsV0Request, ListOffsetsV0Response,
     ListOffsetsV0TopicResponse,
@@ -53,7 +54,7 @@ fn duplicate_partitions(request: &ListOffsetsRequest) -> HashSet<(&str, i32)> {
 
 /// The error Kafka answers before looking at the log: a partition listed
 /// twice (INVALID_REQUEST), or a special timestamp the version lacks.
-fn request_error(duplicate: bool, version: i16, p: &ListOffsetsPartition) -> Option<i16> {
+fn request_error(duplicate: bool, version: i16, p: &ListOffsetsPartition) -> Option<ErrorCode> {
     if duplicate {
         return Some(errors::INVALID_REQUEST);
     }
@@ -63,7 +64,7 @@ fn request_error(duplicate: bool, version: i16, p: &ListOffsetsPartition) -> Opt
     None
 }
 
-fn failed(error_code: i16) -> ListOffsetsPartResult {
+fn failed(error_code: ErrorCode) -> ListOffsetsPartResult {
     ListOffsetsPartResult {
         error_code,
         timestamp: -1,
@@ -160,7 +161,7 @@ fn list_offsets_response(
                     let r = it.next().flatten().expect("every partition answered");
                     ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(r.error_code)
+                        .with_error_code(r.error_code.code())
                         .with_timestamp(r.timestamp)
                         .with_offset(r.offset)
                         .with_leader_epoch(if version >= 4 { r.leader_epoch } else { -1 })
@@ -178,7 +179,7 @@ fn list_offsets_response(
 async fn handle_v0(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ListOffsetsV0Request = decode_body(req)?;
     let image = ctx.metadata.image();
-    let mut results: Vec<Option<Result<Vec<i64>, i16>>> = Vec::new();
+    let mut results: Vec<Option<Result<Vec<i64>, ErrorCode>>> = Vec::new();
     let mut by_shard = ShardGroups::new(ctx.nr_shards);
     for t in &request.topics {
         let count = image.topic(&t.name).map_or(0, |i| i.partitions.len());
@@ -234,7 +235,7 @@ async fn handle_v0(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                     };
                     ListOffsetsV0PartitionResponse {
                         partition_index: p.partition_index,
-                        error_code,
+                        error_code: error_code.code(),
                         old_style_offsets,
                     }
                 })

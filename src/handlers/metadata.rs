@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::{MetadataImage, TopicInfo};
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
@@ -35,7 +36,7 @@ fn topic_entry(t: &TopicInfo, v: i16) -> MetadataResponseTopic {
                 errors::NONE
             };
             MetadataResponsePartition::default()
-                .with_error_code(code)
+                .with_error_code(code.code())
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(if v >= 7 { p.leader_epoch } else { -1 })
@@ -49,17 +50,22 @@ fn topic_entry(t: &TopicInfo, v: i16) -> MetadataResponseTopic {
         })
         .collect();
     MetadataResponseTopic::default()
-        .with_error_code(errors::NONE)
+        .with_error_code(errors::NONE.code())
         .with_name(Some(TopicName(StrBytes::from_string(t.name.clone()))))
         .with_topic_id(if v >= 10 { t.topic_id } else { Uuid::nil() })
         .with_is_internal(v >= 1 && t.is_internal)
         .with_partitions(partitions)
 }
 
-fn error_entry(name: Option<&str>, topic_id: Uuid, code: i16, v: i16) -> MetadataResponseTopic {
+fn error_entry(
+    name: Option<&str>,
+    topic_id: Uuid,
+    code: ErrorCode,
+    v: i16,
+) -> MetadataResponseTopic {
     let topic_id = if v >= 10 { topic_id } else { Uuid::nil() };
     MetadataResponseTopic::default()
-        .with_error_code(code)
+        .with_error_code(code.code())
         .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_string()))))
         .with_topic_id(topic_id)
 }

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use super::{respond, HandlerResult};
 use crate::coordinator::offsets::CommitPart;
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 /// Versions 2-4 carry a retention time (-1: the broker default).
@@ -23,7 +24,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let image = ctx.metadata.image();
     let mut parts = Vec::new();
     // Index into `parts` per request partition, or the error it gets.
-    let mut slots: Vec<Vec<Result<usize, i16>>> = Vec::with_capacity(r.topics.len());
+    let mut slots: Vec<Vec<Result<usize, ErrorCode>>> = Vec::with_capacity(r.topics.len());
     for t in &r.topics {
         let known = image.topic(&t.name.0).is_some();
         slots.push(
@@ -80,7 +81,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                             };
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
-                                .with_error_code(e)
+                                .with_error_code(e.code())
                         })
                         .collect(),
                 )

@@ -12,13 +12,14 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetDeleteRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut parts = Vec::new();
-    let mut slots: Vec<Vec<Result<usize, i16>>> = Vec::with_capacity(r.topics.len());
+    let mut slots: Vec<Vec<Result<usize, ErrorCode>>> = Vec::with_capacity(r.topics.len());
     for t in &r.topics {
         let known = image.topic(&t.name.0).is_some();
         slots.push(
@@ -39,7 +40,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     if group_error != errors::NONE {
         return respond(
             req,
-            &OffsetDeleteResponse::default().with_error_code(group_error),
+            &OffsetDeleteResponse::default().with_error_code(group_error.code()),
         );
     }
     let topics = r
@@ -57,8 +58,8 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                             OffsetDeleteResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(match s {
-                                    Ok(i) => results[i],
-                                    Err(e) => e,
+                                    Ok(i) => results[i].code(),
+                                    Err(e) => e.code(),
                                 })
                         })
                         .collect(),

@@ -14,13 +14,14 @@ use kafka_protocol::protocol::StrBytes;
 use super::{respond, HandlerResult};
 use crate::coordinator::offsets::OffsetRow;
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, Request};
 
 const MULTI_GROUP_VERSION: i16 = 8;
 /// v0/1 have no top-level error: a group error goes on every partition.
 const TOP_LEVEL_ERROR_VERSION: i16 = 2;
 
-type Fetched = (i16, Vec<OffsetRow>);
+type Fetched = (ErrorCode, Vec<OffsetRow>);
 
 /// Groups consecutive (topic, partition) rows by topic.
 fn by_topic<T>(
@@ -81,7 +82,7 @@ fn fetch_groups(ctx: &KafkaApis, r: &OffsetFetchRequest) -> Result<OffsetFetchRe
             OffsetFetchResponseGroup::default()
                 .with_group_id(GroupId(g.group_id.0.clone()))
                 .with_topics(topics)
-                .with_error_code(error),
+                .with_error_code(error.code()),
         );
     }
     Ok(OffsetFetchResponse::default().with_groups(groups))
@@ -107,7 +108,7 @@ fn fetch_group(
     let per_partition_error = if v < TOP_LEVEL_ERROR_VERSION {
         error
     } else {
-        0
+        crate::protocol::errors::NONE
     };
     if error != 0 && v < TOP_LEVEL_ERROR_VERSION {
         rows = asked
@@ -122,7 +123,7 @@ fn fetch_group(
             .with_committed_offset(o)
             .with_committed_leader_epoch(e)
             .with_metadata(Some(StrBytes::from_string(m)))
-            .with_error_code(per_partition_error)
+            .with_error_code(per_partition_error.code())
     })
     .into_iter()
     .map(|(t, ps)| {
@@ -134,7 +135,7 @@ fn fetch_group(
     Ok(OffsetFetchResponse::default()
         .with_topics(topics)
         .with_error_code(if v >= TOP_LEVEL_ERROR_VERSION {
-            error
+            error.code()
         } else {
             0
         }))

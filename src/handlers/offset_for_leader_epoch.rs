@@ -80,7 +80,7 @@ fn epoch_end_offsets_response(
                     let r = it.next().flatten().expect("every partition answered");
                     EpochEndOffset::default()
                         .with_partition(p.partition)
-                        .with_error_code(r.error_code)
+                        .with_error_code(r.error_code.code())
                         .with_leader_epoch(r.leader_epoch)
                         .with_end_offset(r.end_offset)
                 })

@@ -15,6 +15,7 @@ use super::{legacy_format, respond, HandlerResult};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica::{ProducePart, ProducePartResult};
 use crate::router::ShardGroups;
@@ -148,7 +149,7 @@ fn partition_records(
     name: &str,
     p: &PartitionProduceData,
     version: i16,
-) -> Result<Bytes, i16> {
+) -> Result<Bytes, ErrorCode> {
     let exists = info.is_some_and(|t| p.index >= 0 && (p.index as usize) < t.partitions.len());
     if !exists {
         return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
@@ -195,7 +196,7 @@ fn produce_response(
                     let r = it.next().flatten().expect("every partition answered");
                     PartitionProduceResponse::default()
                         .with_index(p.index)
-                        .with_error_code(r.error_code)
+                        .with_error_code(r.error_code.code())
                         .with_base_offset(r.base_offset)
                         .with_log_append_time_ms(r.log_append_time_ms)
                         .with_log_start_offset(if v >= 5 { r.log_start_offset } else { -1 })

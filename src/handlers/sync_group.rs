@@ -47,7 +47,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         .await
         .unwrap_or_else(|_| SyncResult::error(errors::REBALANCE_IN_PROGRESS));
     let response = SyncGroupResponse::default()
-        .with_error_code(result.error)
+        .with_error_code(result.error.code())
         .with_protocol_type(result.protocol_type.map(StrBytes::from_string))
         .with_protocol_name(result.protocol_name.map(StrBytes::from_string))
         .with_assignment(result.assignment);

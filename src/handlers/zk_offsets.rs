@@ -21,6 +21,7 @@ use super::{respond, HandlerResult};
 use crate::coordinator::group_coordinator::OFFSET_METADATA_MAX_BYTES;
 use crate::handlers::KafkaApis;
 use crate::metadata::{MetadataStore, StoreError, ANY_VERSION};
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 /// Kafka's `ConsumerOffset.path`.
@@ -29,7 +30,7 @@ fn offset_path(group: &str, topic: &str, partition: i32) -> String {
 }
 
 /// Kafka's `setOrCreateConsumerOffset`: set, or create with parents.
-fn store_offset(store: &mut dyn MetadataStore, path: &str, offset: i64) -> i16 {
+fn store_offset(store: &mut dyn MetadataStore, path: &str, offset: i64) -> ErrorCode {
     let data = offset.to_string();
     let result = match store.set(path, data.as_bytes(), ANY_VERSION) {
         Err(StoreError::NoNode(_)) => store.create_all(path, data.as_bytes()).map(|_| ()),
@@ -45,7 +46,7 @@ fn store_offset(store: &mut dyn MetadataStore, path: &str, offset: i64) -> i16 {
 }
 
 /// Kafka's `getConsumerOffset`: None when absent. Unreadable text is an error.
-fn read_offset(store: &mut dyn MetadataStore, path: &str) -> Result<Option<i64>, i16> {
+fn read_offset(store: &mut dyn MetadataStore, path: &str) -> Result<Option<i64>, ErrorCode> {
     match store.get(path) {
         Ok((data, _)) => std::str::from_utf8(&data)
             .ok()
@@ -82,7 +83,7 @@ pub async fn commit(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let image = ctx.metadata.image();
     let group = r.group_id.0.to_string();
     // (topic, partition, Some(offset) to store, or the error it gets).
-    let mut parts: Vec<(String, i32, Result<i64, i16>)> = Vec::new();
+    let mut parts: Vec<(String, i32, Result<i64, ErrorCode>)> = Vec::new();
     for t in &r.topics {
         let count = image.topic(&t.name.0).map_or(0, |i| i.partitions.len());
         for p in &t.partitions {
@@ -101,7 +102,7 @@ pub async fn commit(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             parts.push((t.name.0.to_string(), p.partition_index, outcome));
         }
     }
-    let codes: Vec<i16> = with_store(ctx, move |store| {
+    let codes: Vec<ErrorCode> = with_store(ctx, move |store| {
         parts
             .iter()
             .map(|(topic, partition, outcome)| match outcome {
@@ -125,7 +126,7 @@ pub async fn commit(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                             OffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(
-                                    codes.next().unwrap_or(errors::UNKNOWN_SERVER_ERROR),
+                                    codes.next().unwrap_or(errors::UNKNOWN_SERVER_ERROR).code(),
                                 )
                         })
                         .collect(),
@@ -152,7 +153,7 @@ pub async fn fetch(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         .collect();
     // A partition that does not exist or has no offset answers -1 with
     // UNKNOWN_TOPIC_OR_PARTITION (Kafka's OffsetFetchResponse.UNKNOWN_PARTITION).
-    let found: Vec<Result<Option<i64>, i16>> = with_store(ctx, move |store| {
+    let found: Vec<Result<Option<i64>, ErrorCode>> = with_store(ctx, move |store| {
         asked
             .iter()
             .map(|(topic, partition, known)| match known {
@@ -182,7 +183,7 @@ pub async fn fetch(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                         .with_partition_index(p)
                         .with_committed_offset(offset)
                         .with_metadata(Some(Default::default()))
-                        .with_error_code(error)
+                        .with_error_code(error.code())
                 })
                 .collect();
             OffsetFetchResponseTopic::default()

@@ -1,71 +1,150 @@
-//! Kafka error codes used by kshard (org.apache.kafka.common.protocol.Errors).
+//! Kafka error codes (org.apache.kafka.common.protocol.Errors): the broker's
+//! one type for them, `ErrorCode`, from the replica layer up to the
+//! handlers. It becomes the protocol's INT16 only where a response is built
+//! (`code()`) and is made from one only where a peer's answer is decoded
+//! (`from_wire`).
 
-pub const NONE: i16 = 0;
-pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-pub const CORRUPT_MESSAGE: i16 = 2;
-pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-pub const INVALID_FETCH_SIZE: i16 = 4;
-pub const LEADER_NOT_AVAILABLE: i16 = 5;
-pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-pub const REQUEST_TIMED_OUT: i16 = 7;
-pub const MESSAGE_TOO_LARGE: i16 = 10;
-pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-pub const RECORD_LIST_TOO_LARGE: i16 = 18;
-pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-pub const INVALID_REQUIRED_ACKS: i16 = 21;
-pub const INVALID_TIMESTAMP: i16 = 32;
-pub const UNSUPPORTED_VERSION: i16 = 35;
-pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-pub const INVALID_PARTITIONS: i16 = 37;
-pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-pub const INVALID_CONFIG: i16 = 40;
-pub const NOT_CONTROLLER: i16 = 41;
-pub const INVALID_REQUEST: i16 = 42;
-pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
-pub const POLICY_VIOLATION: i16 = 44;
-pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-pub const TOPIC_DELETION_DISABLED: i16 = 73;
-pub const KAFKA_STORAGE_ERROR: i16 = 56;
-pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
-pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
-pub const FENCED_LEADER_EPOCH: i16 = 74;
-pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-pub const OFFSET_NOT_AVAILABLE: i16 = 78;
-pub const FETCH_SESSION_TOPIC_ID_ERROR: i16 = 106;
-pub const UNKNOWN_TOPIC_ID: i16 = 100;
-pub const INVALID_RECORD: i16 = 87;
-pub const UNKNOWN_PRODUCER_ID: i16 = 59;
-pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-pub const INCONSISTENT_TOPIC_ID: i16 = 103;
-pub const RESOURCE_NOT_FOUND: i16 = 91;
-pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-pub const NOT_COORDINATOR: i16 = 16;
-pub const ILLEGAL_GENERATION: i16 = 22;
-pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-pub const INVALID_GROUP_ID: i16 = 24;
-pub const UNKNOWN_MEMBER_ID: i16 = 25;
-pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-pub const REBALANCE_IN_PROGRESS: i16 = 27;
-pub const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
-pub const NON_EMPTY_GROUP: i16 = 68;
-pub const GROUP_ID_NOT_FOUND: i16 = 69;
-pub const MEMBER_ID_REQUIRED: i16 = 79;
-pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
-pub const FENCED_INSTANCE_ID: i16 = 82;
-pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
-pub const STALE_CONTROLLER_EPOCH: i16 = 11;
-pub const REPLICA_NOT_AVAILABLE: i16 = 9;
-pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
-pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
-pub const ELECTION_NOT_NEEDED: i16 = 84;
-pub const STALE_BROKER_EPOCH: i16 = 77;
-pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
-pub const INVALID_UPDATE_VERSION: i16 = 95;
-pub const INELIGIBLE_REPLICA: i16 = 107;
+use std::fmt;
+
+/// A Kafka error code; `NONE` is success.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ErrorCode(i16);
+
+impl ErrorCode {
+    /// An error code read from the wire (a peer's or a client's answer).
+    pub const fn from_wire(code: i16) -> Self {
+        ErrorCode(code)
+    }
+
+    /// The protocol's INT16.
+    pub const fn code(self) -> i16 {
+        self.0
+    }
+
+    pub const fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Kafka's name for the code (`Errors.name()`), if kshard knows it.
+    pub fn name(self) -> Option<&'static str> {
+        NAMES
+            .iter()
+            .find(|(code, _)| code.0 == self.0)
+            .map(|(_, name)| *name)
+    }
+}
+
+impl From<ErrorCode> for i16 {
+    fn from(e: ErrorCode) -> i16 {
+        e.0
+    }
+}
+
+/// Compares with a decoded wire code.
+impl PartialEq<i16> for ErrorCode {
+    fn eq(&self, other: &i16) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<ErrorCode> for i16 {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        *self == other.0
+    }
+}
+
+impl fmt::Debug for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{name}({})", self.0),
+            None => write!(f, "ErrorCode({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+macro_rules! error_codes {
+    ($($name:ident = $code:expr,)*) => {
+        $(pub const $name: ErrorCode = ErrorCode($code);)*
+        const NAMES: &[(ErrorCode, &str)] = &[$(($name, stringify!($name)),)*];
+    };
+}
+
+error_codes! {
+    NONE = 0,
+    UNKNOWN_SERVER_ERROR = -1,
+    OFFSET_OUT_OF_RANGE = 1,
+    CORRUPT_MESSAGE = 2,
+    UNKNOWN_TOPIC_OR_PARTITION = 3,
+    INVALID_FETCH_SIZE = 4,
+    LEADER_NOT_AVAILABLE = 5,
+    NOT_LEADER_OR_FOLLOWER = 6,
+    REQUEST_TIMED_OUT = 7,
+    MESSAGE_TOO_LARGE = 10,
+    INVALID_TOPIC_EXCEPTION = 17,
+    RECORD_LIST_TOO_LARGE = 18,
+    NOT_ENOUGH_REPLICAS = 19,
+    INVALID_REQUIRED_ACKS = 21,
+    INVALID_TIMESTAMP = 32,
+    UNSUPPORTED_VERSION = 35,
+    TOPIC_ALREADY_EXISTS = 36,
+    INVALID_PARTITIONS = 37,
+    INVALID_REPLICATION_FACTOR = 38,
+    INVALID_REPLICA_ASSIGNMENT = 39,
+    INVALID_CONFIG = 40,
+    NOT_CONTROLLER = 41,
+    INVALID_REQUEST = 42,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43,
+    POLICY_VIOLATION = 44,
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45,
+    DUPLICATE_SEQUENCE_NUMBER = 46,
+    INVALID_PRODUCER_EPOCH = 47,
+    TOPIC_AUTHORIZATION_FAILED = 29,
+    TOPIC_DELETION_DISABLED = 73,
+    KAFKA_STORAGE_ERROR = 56,
+    FETCH_SESSION_ID_NOT_FOUND = 70,
+    INVALID_FETCH_SESSION_EPOCH = 71,
+    FENCED_LEADER_EPOCH = 74,
+    UNKNOWN_LEADER_EPOCH = 75,
+    OFFSET_NOT_AVAILABLE = 78,
+    FETCH_SESSION_TOPIC_ID_ERROR = 106,
+    UNKNOWN_TOPIC_ID = 100,
+    INVALID_RECORD = 87,
+    UNKNOWN_PRODUCER_ID = 59,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53,
+    INCONSISTENT_TOPIC_ID = 103,
+    RESOURCE_NOT_FOUND = 91,
+    OFFSET_METADATA_TOO_LARGE = 12,
+    COORDINATOR_LOAD_IN_PROGRESS = 14,
+    COORDINATOR_NOT_AVAILABLE = 15,
+    NOT_COORDINATOR = 16,
+    ILLEGAL_GENERATION = 22,
+    INCONSISTENT_GROUP_PROTOCOL = 23,
+    INVALID_GROUP_ID = 24,
+    UNKNOWN_MEMBER_ID = 25,
+    INVALID_SESSION_TIMEOUT = 26,
+    REBALANCE_IN_PROGRESS = 27,
+    INVALID_COMMIT_OFFSET_SIZE = 28,
+    NON_EMPTY_GROUP = 68,
+    GROUP_ID_NOT_FOUND = 69,
+    MEMBER_ID_REQUIRED = 79,
+    GROUP_MAX_SIZE_REACHED = 81,
+    FENCED_INSTANCE_ID = 82,
+    GROUP_SUBSCRIBED_TO_TOPIC = 86,
+    STALE_CONTROLLER_EPOCH = 11,
+    REPLICA_NOT_AVAILABLE = 9,
+    PREFERRED_LEADER_NOT_AVAILABLE = 80,
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83,
+    ELECTION_NOT_NEEDED = 84,
+    STALE_BROKER_EPOCH = 77,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20,
+    INVALID_UPDATE_VERSION = 95,
+    INELIGIBLE_REPLICA = 107,
+    MISMATCHED_ENDPOINT_TYPE = 114,
+    UNSUPPORTED_ENDPOINT_TYPE = 115,
+}

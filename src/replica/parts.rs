@@ -7,6 +7,7 @@ use bytes::Bytes;
 use kshard_shards::log::FileSlice;
 
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 
 pub struct ProducePart {
     pub topic: String,
@@ -16,7 +17,7 @@ pub struct ProducePart {
 
 #[derive(Clone, Debug)]
 pub struct ProducePartResult {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     /// Sent from Produce v8: Kafka has one only for rejected records.
     pub error_message: Option<String>,
     /// (batch index, message) of each rejected record (Produce v8+).
@@ -95,7 +96,7 @@ pub enum FetchWaitCheck {
 
 #[derive(Clone, Debug)]
 pub struct FetchPartResult {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
@@ -126,7 +127,7 @@ pub struct LegacyListOffsetsPart {
 
 #[derive(Clone, Debug)]
 pub struct ListOffsetsPartResult {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub timestamp: i64,
     pub offset: i64,
     pub leader_epoch: i32,
@@ -140,7 +141,7 @@ pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
 impl ProducePartResult {
     /// A partition that was not appended, with `error_code`.
-    pub fn failed(error_code: i16) -> Self {
+    pub fn failed(error_code: ErrorCode) -> Self {
         assert_ne!(error_code, errors::NONE);
         ProducePartResult {
             error_code,
@@ -174,13 +175,13 @@ pub struct DeleteRecordsPart {
 
 #[derive(Clone, Copy, Debug)]
 pub struct DeleteRecordsPartResult {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub low_watermark: i64,
 }
 
 impl DeleteRecordsPartResult {
     /// DeleteRecordsResponse.INVALID_LOW_WATERMARK, with `error_code`.
-    pub fn failed(error_code: i16) -> Self {
+    pub fn failed(error_code: ErrorCode) -> Self {
         DeleteRecordsPartResult {
             error_code,
             low_watermark: -1,
@@ -201,14 +202,14 @@ pub struct EpochQuery {
 /// Kafka's `EpochEndOffset`: the largest epoch <= the asked one, and its end.
 #[derive(Clone, Copy, Debug)]
 pub struct EpochEndOffset {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub leader_epoch: i32,
     pub end_offset: i64,
 }
 
 impl EpochEndOffset {
     /// Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET, with `error_code`.
-    pub fn failed(error_code: i16) -> Self {
+    pub fn failed(error_code: ErrorCode) -> Self {
         EpochEndOffset {
             error_code,
             leader_epoch: -1,

@@ -30,6 +30,7 @@ use crate::cluster::ClusterHandle;
 use crate::config::{BrokerConfig, LogIoMode};
 use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::util::now_ms;
 
 /// The longest a role change or close waits for staged appends to land.
@@ -242,7 +243,7 @@ impl ReplicaManager {
     pub fn legacy_list_offsets(
         &self,
         parts: &[LegacyListOffsetsPart],
-    ) -> Vec<Result<Vec<i64>, i16>> {
+    ) -> Vec<Result<Vec<i64>, ErrorCode>> {
         let partitions = self.partitions();
         let now = now_ms() as i64;
         parts
@@ -310,7 +311,7 @@ impl ReplicaManager {
         topic: Arc<TopicInfo>,
         parts: Vec<RoleChange>,
         leaders: Arc<Vec<LeaderEndpoint>>,
-    ) -> LocalBoxFuture<Vec<i16>> {
+    ) -> LocalBoxFuture<Vec<ErrorCode>> {
         let ids: Vec<PartitionKey> = parts
             .iter()
             .map(|p| (topic.name.clone(), p.partition))
@@ -338,7 +339,7 @@ impl ReplicaManager {
         topic: String,
         parts: Vec<StopReplicaPart>,
         delete: bool,
-    ) -> LocalBoxFuture<Vec<i16>> {
+    ) -> LocalBoxFuture<Vec<ErrorCode>> {
         let ids: Vec<PartitionKey> = parts.iter().map(|p| (topic.clone(), p.partition)).collect();
         self.run_quiesced(ids, move |rm| {
             let codes = rm.partitions_mut().stop_replicas(&topic, &parts, delete);
@@ -383,7 +384,7 @@ impl ReplicaManager {
         self: &Rc<Self>,
         topic: &TopicInfo,
         parts: &[RoleChange],
-        codes: &[i16],
+        codes: &[ErrorCode],
         leaders: &[LeaderEndpoint],
     ) {
         assert_eq!(parts.len(), codes.len());

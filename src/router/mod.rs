@@ -15,6 +15,7 @@ use kshard_shards::mailbox::{LocalBoxFuture, Mailbox, ShardUnavailable};
 use kshard_shards::placement;
 
 use crate::metadata::metadata_cache::TopicInfo;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{Request, Response};
 use crate::replica::delayed_fetch::FetchWaitState;
 use crate::replica::fetcher::LeaderEndpoint;
@@ -120,16 +121,16 @@ pub enum ShardResponse {
     Fetch(Vec<FetchPartResult>),
     ListOffsets(Vec<ListOffsetsPartResult>),
     /// Offsets, newest first, or an error code, per part.
-    LegacyListOffsets(Vec<Result<Vec<i64>, i16>>),
+    LegacyListOffsets(Vec<Result<Vec<i64>, ErrorCode>>),
     DeleteRecords(Vec<DeleteRecordsPartResult>),
     OffsetForLeaderEpoch(Vec<EpochEndOffset>),
     Forwarded(Result<Option<Response>, String>),
     /// Error code per requested topic.
-    AutoCreated(Vec<i16>),
-    ProducerId(Result<i64, i16>),
+    AutoCreated(Vec<ErrorCode>),
+    ProducerId(Result<i64, ErrorCode>),
     Checkpoints(Vec<CheckpointEntry>),
     /// Error code per part of BecomeLeaderOrFollower / StopReplicas.
-    PartitionErrors(Vec<i16>),
+    PartitionErrors(Vec<ErrorCode>),
     /// An encoded inter-broker response body.
     InterBroker(Result<bytes::Bytes, String>),
     Done,

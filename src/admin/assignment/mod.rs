@@ -11,6 +11,10 @@
 //! reproduce the iteration order of Scala 2.13's collections, because clients
 //! see those strings verbatim.
 
+use crate::protocol::errors::{
+    ErrorCode, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+    UNKNOWN_SERVER_ERROR,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -29,15 +33,6 @@ impl BrokerMetadata {
         }
     }
 }
-
-/// Kafka error code INVALID_PARTITIONS.
-pub const INVALID_PARTITIONS: i16 = 37;
-/// Kafka error code INVALID_REPLICATION_FACTOR.
-pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-/// Kafka error code INVALID_REPLICA_ASSIGNMENT.
-pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-/// Kafka error code UNKNOWN_SERVER_ERROR.
-pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 /// Why an assignment could not be made; each variant is the Kafka exception
 /// class that 3.9 throws, carrying Kafka's message.
@@ -61,7 +56,7 @@ pub enum AssignmentError {
 impl AssignmentError {
     /// The error code Kafka 3.9 (ZK mode) puts in the CreateTopics /
     /// CreatePartitions response (`ApiError.fromThrowable`).
-    pub fn kafka_error_code(&self) -> i16 {
+    pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
             AssignmentError::InvalidPartitions(_) => INVALID_PARTITIONS,
             AssignmentError::InvalidReplicationFactor(_) => INVALID_REPLICATION_FACTOR,

@@ -15,6 +15,7 @@ use super::legacy_format::{self, Converted};
 use super::HandlerResult;
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::MetadataImage;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_encoder::{
     encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsData,
 };
@@ -26,10 +27,10 @@ use crate::util::now_ms;
 use kshard_shards::log::batch::RECORD_BATCH_OVERHEAD;
 use session::{FetchContext, FetchMetadata, PartitionResponse, RequestedPartition};
 
-fn session_error_response(req: &Request, code: i16) -> HandlerResult {
+fn session_error_response(req: &Request, code: ErrorCode) -> HandlerResult {
     let data = FetchResponseData {
         throttle_time_ms: 0,
-        error_code: code,
+        error_code: code.code(),
         session_id: 0,
         topics: Vec::new(),
     };
@@ -362,7 +363,7 @@ async fn encode_response(
     }
     let data = FetchResponseData {
         throttle_time_ms: 0,
-        error_code: errors::NONE,
+        error_code: errors::NONE.code(),
         session_id: context.session_id(),
         topics,
     };
@@ -401,7 +402,7 @@ async fn down_convert_all(
 fn error_partition(w: &RequestedPartition, read_uncommitted: bool) -> FetchPartitionData {
     FetchPartitionData {
         partition: w.partition,
-        error_code: w.error.unwrap_or(errors::UNKNOWN_SERVER_ERROR),
+        error_code: w.error.unwrap_or(errors::UNKNOWN_SERVER_ERROR).code(),
         high_watermark: -1,
         last_stable_offset: -1,
         log_start_offset: -1,
@@ -429,7 +430,7 @@ fn read_partition(
 ) -> FetchPartitionData {
     FetchPartitionData {
         partition,
-        error_code: r.error_code,
+        error_code: r.error_code.code(),
         high_watermark: r.high_watermark,
         last_stable_offset: r.last_stable_offset,
         log_start_offset: r.log_start_offset,

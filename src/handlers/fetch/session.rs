@@ -12,6 +12,7 @@ use indexmap::IndexMap;
 use uuid::Uuid;
 
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 
 pub const INITIAL_EPOCH: i32 = 0;
 pub const FINAL_EPOCH: i32 = -1;
@@ -44,7 +45,7 @@ pub struct RequestedPartition {
     pub last_fetched_epoch: i32,
     /// Error found before reading (unknown topic id, ...): such a partition
     /// is answered with it and never cached.
-    pub error: Option<i16>,
+    pub error: Option<ErrorCode>,
 }
 
 impl RequestedPartition {
@@ -69,7 +70,7 @@ impl RequestedPartition {
 #[derive(Clone, Copy, Debug)]
 pub struct PartitionResponse {
     pub has_records: bool,
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
@@ -159,7 +160,7 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    pub fn error_code(&self) -> i16 {
+    pub fn error_code(&self) -> ErrorCode {
         match self {
             SessionError::NotFound => errors::FETCH_SESSION_ID_NOT_FOUND,
             SessionError::InvalidEpoch => errors::INVALID_FETCH_SESSION_EPOCH,
@@ -171,7 +172,7 @@ impl SessionError {
 /// it answers with, and how its response updates the session.
 pub enum FetchContext {
     /// Kafka's SessionErrorContext: the answer is this error alone.
-    SessionError { error_code: i16 },
+    SessionError { error_code: ErrorCode },
     /// Kafka's SessionlessFetchContext: Fetch v0-v6 or the final epoch;
     /// every partition is answered and nothing is cached.
     Sessionless { partitions: Vec<RequestedPartition> },

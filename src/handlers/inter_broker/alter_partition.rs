@@ -13,6 +13,7 @@ use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, Br
 use crate::controller::{ControllerRequest, IsrChangeRequest, IsrChangeResult};
 use crate::handlers::KafkaApis;
 use crate::handlers::{respond, HandlerResult};
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::legacy::{
     AlterPartitionV0PartitionResponse, AlterPartitionV0Request, AlterPartitionV0Response,
     AlterPartitionV0TopicResponse,
@@ -49,7 +50,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         Err(code) => {
             return respond(
                 req,
-                &AlterPartitionResponse::default().with_error_code(code),
+                &AlterPartitionResponse::default().with_error_code(code.code()),
             )
         }
     };
@@ -57,7 +58,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     for r in results {
         let pd = PartitionData::default()
             .with_partition_index(r.partition)
-            .with_error_code(r.error_code)
+            .with_error_code(r.error_code.code())
             .with_leader_id(BrokerId(r.leader))
             .with_leader_epoch(r.leader_epoch)
             .with_isr(r.isr.iter().map(|b| BrokerId(*b)).collect())
@@ -74,7 +75,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     respond(
         req,
         &AlterPartitionResponse::default()
-            .with_error_code(errors::NONE)
+            .with_error_code(errors::NONE.code())
             .with_topics(topics),
     )
 }
@@ -85,7 +86,7 @@ async fn alter(
     ctx: &Rc<KafkaApis>,
     broker_id: i32,
     changes: Vec<IsrChangeRequest>,
-) -> Result<Result<Vec<IsrChangeResult>, i16>, String> {
+) -> Result<Result<Vec<IsrChangeResult>, ErrorCode>, String> {
     let Some(cluster) = &ctx.cluster else {
         return Err("AlterPartition on a single-broker kshard".into());
     };
@@ -125,7 +126,7 @@ async fn handle_named(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                     .iter()
                     .map(|p| AlterPartitionV0PartitionResponse {
                         partition_index: p.partition_index,
-                        error_code: errors::UNKNOWN_TOPIC_OR_PARTITION,
+                        error_code: errors::UNKNOWN_TOPIC_OR_PARTITION.code(),
                         ..Default::default()
                     })
                     .collect(),
@@ -147,7 +148,7 @@ async fn handle_named(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         Ok(results) => results,
         Err(code) => {
             let top = AlterPartitionV0Response {
-                error_code: code,
+                error_code: code.code(),
                 ..Default::default()
             };
             return respond(req, &top);
@@ -161,7 +162,7 @@ async fn handle_named(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             .map_or("", |(_, name)| name);
         let pd = AlterPartitionV0PartitionResponse {
             partition_index: r.partition,
-            error_code: r.error_code,
+            error_code: r.error_code.code(),
             leader_id: r.leader,
             leader_epoch: r.leader_epoch,
             isr: r.isr,
@@ -178,7 +179,7 @@ async fn handle_named(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     }
     topics.extend(unknown);
     let response = AlterPartitionV0Response {
-        error_code: errors::NONE,
+        error_code: errors::NONE.code(),
         topics,
         ..Default::default()
     };

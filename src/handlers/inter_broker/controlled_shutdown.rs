@@ -20,7 +20,7 @@ pub async fn handle(
         remaining_partitions: Vec::new(),
     };
     if !cluster.controller.is_active() {
-        return fail(errors::NOT_CONTROLLER);
+        return fail(errors::NOT_CONTROLLER.code());
     }
     let (tx, rx) = futures_channel::oneshot::channel();
     if !cluster
@@ -30,11 +30,11 @@ pub async fn handle(
             reply: tx,
         })
     {
-        return fail(errors::NOT_CONTROLLER);
+        return fail(errors::NOT_CONTROLLER.code());
     }
     match rx.await {
         Ok(Ok(remaining)) => ControlledShutdownResponse {
-            error_code: errors::NONE,
+            error_code: errors::NONE.code(),
             remaining_partitions: remaining
                 .into_iter()
                 .map(|(topic_name, partition_index)| RemainingPartition {
@@ -43,7 +43,7 @@ pub async fn handle(
                 })
                 .collect(),
         },
-        Ok(Err(code)) => fail(code),
-        Err(_) => fail(errors::NOT_CONTROLLER),
+        Ok(Err(code)) => fail(code.code()),
+        Err(_) => fail(errors::NOT_CONTROLLER.code()),
     }
 }

@@ -13,6 +13,7 @@ use crate::config::topic::TopicConfig;
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::{PartitionInfo, TopicInfo};
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::inter_broker::{
     LeaderAndIsrPartitionError, LeaderAndIsrPartitionState, LeaderAndIsrRequest,
     LeaderAndIsrResponse, LeaderAndIsrTopicError,
@@ -24,7 +25,7 @@ use crate::router::{ShardRequest, ShardResponse};
 use kshard_shards::mailbox::LocalBoxFuture;
 
 /// ((topic, partition), error code) as a shard answers.
-type PartitionError = ((String, i32), i16);
+type PartitionError = ((String, i32), ErrorCode);
 
 /// First version whose response groups errors by topic id.
 const VERSION_WITH_TOPIC_IDS: i16 = 5;
@@ -43,7 +44,7 @@ pub async fn handle(
             cluster.controller_epoch()
         );
         return LeaderAndIsrResponse {
-            error_code: errors::STALE_CONTROLLER_EPOCH,
+            error_code: errors::STALE_CONTROLLER_EPOCH.code(),
             ..Default::default()
         };
     }
@@ -85,7 +86,7 @@ pub async fn handle(
             .collect(),
     );
     // (topic, partition) → error, filled as shards answer.
-    let mut results: BTreeMap<(String, i32), i16> = BTreeMap::new();
+    let mut results: BTreeMap<(String, i32), ErrorCode> = BTreeMap::new();
     let mut calls: Vec<LocalBoxFuture<Vec<PartitionError>>> = Vec::new();
     for (topic, states) in &by_topic {
         let config = match image.topic(topic) {
@@ -192,7 +193,7 @@ pub async fn handle(
                 .push(LeaderAndIsrPartitionError {
                     topic_name: String::new(),
                     partition_index: *p,
-                    error_code: *code,
+                    error_code: (*code).code(),
                 });
         }
         response.topics = by_id
@@ -208,7 +209,7 @@ pub async fn handle(
             .map(|((t, p), code)| LeaderAndIsrPartitionError {
                 topic_name: t,
                 partition_index: p,
-                error_code: code,
+                error_code: code.code(),
             })
             .collect();
     }

@@ -53,7 +53,7 @@ pub async fn handle(
 ) -> StopReplicaResponse {
     if !cluster.accept_controller_epoch(req.controller_id, req.controller_epoch) {
         return StopReplicaResponse {
-            error_code: errors::STALE_CONTROLLER_EPOCH,
+            error_code: errors::STALE_CONTROLLER_EPOCH.code(),
             ..Default::default()
         };
     }
@@ -94,14 +94,14 @@ pub async fn handle(
                 .map(|(p, error_code)| StopReplicaPartitionError {
                     topic_name: topic.clone(),
                     partition_index: p,
-                    error_code,
+                    error_code: error_code.code(),
                 })
                 .collect()
         }));
     }
     let partition_errors = join_all(calls).await.into_iter().flatten().collect();
     StopReplicaResponse {
-        error_code: errors::NONE,
+        error_code: errors::NONE.code(),
         partition_errors,
     }
 }

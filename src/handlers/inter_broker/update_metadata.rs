@@ -23,7 +23,7 @@ pub async fn handle(
             cluster.controller_epoch()
         );
         return UpdateMetadataResponse {
-            error_code: errors::STALE_CONTROLLER_EPOCH,
+            error_code: errors::STALE_CONTROLLER_EPOCH.code(),
         };
     }
     let old = ctx.metadata.image();
@@ -49,6 +49,6 @@ pub async fn handle(
     let next = image::apply_update_metadata(&current, &req, &ctx.config, &configs);
     ctx.metadata.publish(next);
     UpdateMetadataResponse {
-        error_code: errors::NONE,
+        error_code: errors::NONE.code(),
     }
 }

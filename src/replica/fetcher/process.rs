@@ -8,6 +8,7 @@ use crate::replica::partition::follower::truncation_offset;
 use crate::replica::partition::Partition;
 
 use super::protocol::{FetchedPartition, PartitionFetchRequest};
+use crate::protocol::errors::ErrorCode;
 
 /// The fetch fields taken from the local log.
 pub fn fetch_request_for(p: &Partition) -> PartitionFetchRequest {
@@ -35,7 +36,10 @@ pub enum FetchOutcome {
     /// end and start offsets, then `apply_out_of_range`.
     OffsetOutOfRange,
     /// Back off and fetch again (a leader error or a failed append).
-    Retry { error_code: i16, message: String },
+    Retry {
+        error_code: ErrorCode,
+        message: String,
+    },
 }
 
 /// Applies one partition of a fetch response (the request asked for it at

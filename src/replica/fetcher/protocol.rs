@@ -16,6 +16,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use uuid::Uuid;
 
 use crate::controller::channel::encode_request_frame;
+use crate::protocol::errors::ErrorCode;
 
 pub const FETCH_VERSION_WITH_TOPIC_IDS: i16 = 13;
 pub const FETCH_VERSION_WITH_NAMES: i16 = 12;
@@ -55,7 +56,7 @@ pub struct PartitionFetchRequest {
 /// One partition of a fetch response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchedPartition {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub high_watermark: i64,
     pub log_start_offset: i64,
     /// (epoch, end offset) when the leader found the logs diverge (v12+).
@@ -67,7 +68,7 @@ pub struct FetchedPartition {
 /// partition, its index in the request's partition list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchResponseParts {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub partitions: Vec<(usize, FetchedPartition)>,
 }
 
@@ -195,7 +196,7 @@ pub fn decode_fetch_response(
             partitions.push((
                 i,
                 FetchedPartition {
-                    error_code: p.error_code,
+                    error_code: ErrorCode::from_wire(p.error_code),
                     high_watermark: p.high_watermark,
                     log_start_offset: p.log_start_offset,
                     diverging_epoch,
@@ -205,7 +206,7 @@ pub fn decode_fetch_response(
         }
     }
     Ok(FetchResponseParts {
-        error_code: response.error_code,
+        error_code: ErrorCode::from_wire(response.error_code),
         partitions,
     })
 }
@@ -244,15 +245,15 @@ pub fn decode_list_offsets_response(
     mut body: Bytes,
     version: i16,
     sent: &[PartitionFetchRequest],
-) -> Result<Vec<(i16, i64)>, String> {
+) -> Result<Vec<(ErrorCode, i64)>, String> {
     let response = ListOffsetsResponse::decode(&mut body, version)
         .map_err(|e| format!("ListOffsets v{version} response: {e}"))?;
-    let mut found: HashMap<(String, i32), (i16, i64)> = HashMap::new();
+    let mut found: HashMap<(String, i32), (ErrorCode, i64)> = HashMap::new();
     for t in response.topics {
         for p in t.partitions {
             found.insert(
                 (t.name.0.to_string(), p.partition_index),
-                (p.error_code, p.offset),
+                (ErrorCode::from_wire(p.error_code), p.offset),
             );
         }
     }

@@ -82,7 +82,7 @@ async fn fake_leader(listener: glommio::net::TcpListener, seen: Rc<RefCell<Leade
                 };
                 let data = FetchResponseData {
                     throttle_time_ms: 0,
-                    error_code: errors::NONE,
+                    error_code: errors::NONE.code(),
                     session_id: 0,
                     topics: vec![FetchTopicData {
                         name: "t".into(),

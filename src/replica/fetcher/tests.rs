@@ -15,6 +15,7 @@ use super::protocol::{encode_frame, response_body, EARLIEST_TIMESTAMP, LATEST_TI
 use super::task::next_backoff_ms;
 use super::*;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_encoder::{
     encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsData,
 };
@@ -58,13 +59,13 @@ pub(super) fn flatten(r: &Response) -> Bytes {
 
 pub(super) fn partition_data(
     partition: i32,
-    error_code: i16,
+    error_code: ErrorCode,
     hw: i64,
     records: Option<Vec<u8>>,
 ) -> FetchPartitionData {
     FetchPartitionData {
         partition,
-        error_code,
+        error_code: error_code.code(),
         high_watermark: hw,
         last_stable_offset: hw,
         log_start_offset: 0,
@@ -236,7 +237,7 @@ fn fetch_response_from_the_leader_encoder_decodes() {
         diverged.diverging_epoch = Some((3, 8));
         let data = FetchResponseData {
             throttle_time_ms: 0,
-            error_code: errors::NONE,
+            error_code: errors::NONE.code(),
             session_id: 0,
             topics: vec![
                 FetchTopicData {
@@ -265,7 +266,7 @@ fn fetch_response_from_the_leader_encoder_decodes() {
         assert_eq!(*i, 0);
         assert_eq!(
             (p0.error_code, p0.high_watermark, p0.log_start_offset),
-            (0, 12, 0)
+            (errors::NONE, 12, 0)
         );
         assert_eq!(p0.records.as_deref(), Some(&records[..]));
         assert_eq!(p0.diverging_epoch, None);
@@ -320,7 +321,7 @@ fn list_offsets_round_trip() {
                     .with_offset(33),
                 ListOffsetsPartitionResponse::default()
                     .with_partition_index(0)
-                    .with_error_code(errors::FENCED_LEADER_EPOCH)
+                    .with_error_code(errors::FENCED_LEADER_EPOCH.code())
                     .with_offset(-1),
             ])]);
     let frame = crate::protocol::encode_response(
@@ -360,7 +361,7 @@ fn list_offsets_round_trip() {
 }
 
 fn fetched(
-    error_code: i16,
+    error_code: ErrorCode,
     hw: i64,
     log_start_offset: i64,
     records: Option<Vec<u8>>,

@@ -369,6 +369,7 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::*;
     use super::*;
+    use crate::protocol::errors::ErrorCode;
 
     fn concat(parts: &[&[u8]]) -> Vec<u8> {
         parts.concat()
@@ -465,7 +466,7 @@ mod tests {
         p.append_records_as_follower(&batch(0, 2, 0), NOW_MS)
             .ok()
             .unwrap();
-        let check = |p: &mut Partition, records: &[u8], code: i16| {
+        let check = |p: &mut Partition, records: &[u8], code: ErrorCode| {
             let before = (p.log.log_end_offset(), p.log.size_bytes());
             match p.append_records_as_follower(records, NOW_MS) {
                 Err(e) => assert_eq!(e.error_code, code, "{}", e.message),

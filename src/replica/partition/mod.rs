@@ -23,6 +23,7 @@ use kshard_shards::log::FileSlice;
 
 use crate::config::topic::TopicConfig;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::replica::partition::leader_epoch::LeaderEpochCache;
 
 /// Outcome of appending one Produce partition's records.
@@ -34,7 +35,7 @@ pub struct AppendResult {
 
 #[derive(Debug)]
 pub struct AppendError {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub message: String,
     /// Rejected records (batch index, Kafka's message); when any, `message`
     /// is the one Kafka sends with the error code, else Kafka sends none.
@@ -42,7 +43,7 @@ pub struct AppendError {
 }
 
 pub struct PartitionRead {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
@@ -280,7 +281,7 @@ impl Partition {
                 }
                 Err(e) => {
                     return Err(AppendError {
-                        error_code: e.error_code(),
+                        error_code: ErrorCode::from_wire(e.error_code()),
                         message: e.to_string(),
                         record_errors: Vec::new(),
                     })
@@ -293,7 +294,7 @@ impl Partition {
         let validation_error = |e: ValidationError| {
             let e = e.with_topic_partition(&topic_partition);
             AppendError {
-                error_code: e.error_code(),
+                error_code: ErrorCode::from_wire(e.error_code()),
                 message: e.wire_message().unwrap_or_else(|| e.to_string()),
                 record_errors: e.record_errors().to_vec(),
             }

@@ -15,6 +15,7 @@ use kshard_shards::log::RollSyncJob;
 
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::replica::partition::Partition;
 use crate::replica::parts::*;
 
@@ -80,7 +81,7 @@ fn read_high_watermarks(log_dir: &std::path::Path) -> HashMap<(String, i32), i64
 /// Kafka's high watermark checkpoint file.
 pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 
-fn leader_epoch_error(requested: i32, current: i32) -> Option<i16> {
+fn leader_epoch_error(requested: i32, current: i32) -> Option<ErrorCode> {
     if requested < 0 || requested == current {
         None
     } else if requested < current {
@@ -138,7 +139,7 @@ impl Partitions {
         self.cluster_mode = on;
     }
 
-    fn absent_error(&self) -> i16 {
+    fn absent_error(&self) -> ErrorCode {
         if self.cluster_mode {
             errors::NOT_LEADER_OR_FOLLOWER
         } else {
@@ -147,7 +148,7 @@ impl Partitions {
     }
 
     /// The partition if this broker leads it, else the error for clients.
-    fn leader_partition(&self, topic: &str, partition: i32) -> Result<&Partition, i16> {
+    fn leader_partition(&self, topic: &str, partition: i32) -> Result<&Partition, ErrorCode> {
         match self.partition(topic, partition) {
             Some(p) if p.is_leader => Ok(p),
             Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
@@ -155,7 +156,11 @@ impl Partitions {
         }
     }
 
-    fn leader_partition_mut(&mut self, topic: &str, partition: i32) -> Result<&mut Partition, i16> {
+    fn leader_partition_mut(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<&mut Partition, ErrorCode> {
         let absent = self.absent_error();
         match self
             .topics
@@ -327,7 +332,7 @@ impl Partitions {
         budget: &mut FetchBudget,
         now_ms: i64,
     ) -> FetchPartResult {
-        let fail = |code: i16| FetchPartResult {
+        let fail = |code: ErrorCode| FetchPartResult {
             error_code: code,
             high_watermark: -1,
             last_stable_offset: -1,
@@ -521,7 +526,7 @@ impl Partitions {
         &self,
         part: &LegacyListOffsetsPart,
         now_ms: i64,
-    ) -> Result<Vec<i64>, i16> {
+    ) -> Result<Vec<i64>, ErrorCode> {
         let p = self.leader_partition(&part.topic, part.partition)?;
         let log_start = p.log.log_start_offset();
         let mut offset_times = Vec::with_capacity(p.log.segment_count() + 1);

@@ -6,6 +6,7 @@ use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
 
 use super::Partitions;
+use crate::protocol::errors::ErrorCode;
 use crate::replica::parts::{RoleChange, StopReplicaPart};
 
 impl Partitions {
@@ -20,7 +21,7 @@ impl Partitions {
         parts: &[RoleChange],
         broker_id: i32,
         now_ms: i64,
-    ) -> Vec<i16> {
+    ) -> Vec<ErrorCode> {
         let missing: Vec<i32> = parts
             .iter()
             .map(|x| x.partition)
@@ -97,7 +98,7 @@ impl Partitions {
 
     /// acks=all: NOT_ENOUGH_REPLICAS when the ISR is below the topic's
     /// `min.insync.replicas` before the append.
-    pub fn check_enough_replicas(&self, topic: &str, partition: i32) -> Option<i16> {
+    pub fn check_enough_replicas(&self, topic: &str, partition: i32) -> Option<ErrorCode> {
         let p = self.partition(topic, partition)?;
         (p.is_leader && (p.isr_len() as i32) < p.config.min_insync_replicas)
             .then_some(errors::NOT_ENOUGH_REPLICAS)
@@ -152,7 +153,7 @@ impl Partitions {
         topic: &str,
         parts: &[StopReplicaPart],
         delete: bool,
-    ) -> Vec<i16> {
+    ) -> Vec<ErrorCode> {
         let mut codes = Vec::with_capacity(parts.len());
         for &StopReplicaPart {
             partition: p,
