@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod alter_partition;
 pub mod broker_client;
+pub mod broker_probe;
 pub mod channel;
 pub mod controller;
 pub mod image;
@@ -19,6 +20,9 @@ use std::sync::Arc;
 use std::thread;
 
 use crate::config::BrokerConfig;
+use crate::metadata::meta_properties::{
+    read_meta_properties, write_meta_properties, MetaProperties,
+};
 use crate::metadata::topics;
 use crate::metadata::{MetadataStore, StoreError};
 use crate::zk::{ZkClient, ZkConfig};
@@ -131,35 +135,6 @@ impl ClusterHandle {
     pub fn controller_epoch(&self) -> i32 {
         self.controller_epoch.load(Ordering::Acquire)
     }
-}
-
-/// `meta.properties` as found in the log dir before start-up.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct MetaProperties {
-    pub broker_id: Option<i32>,
-    pub cluster_id: Option<String>,
-}
-
-pub fn read_meta_properties(log_dir: &Path) -> Result<MetaProperties, String> {
-    let path = log_dir.join("meta.properties");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(MetaProperties::default()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let mut meta = MetaProperties::default();
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("broker.id=") {
-            meta.broker_id = Some(
-                v.trim()
-                    .parse()
-                    .map_err(|_| format!("{}: broker.id {v} is not an integer", path.display()))?,
-            );
-        } else if let Some(v) = line.strip_prefix("cluster.id=") {
-            meta.cluster_id = Some(v.trim().to_string());
-        }
-    }
-    Ok(meta)
 }
 
 /// Kafka's getOrGenerateBrokerId: the configured id must agree with
@@ -298,7 +273,7 @@ fn is_live_kafka_listener(zk: &mut ZkClient, path: &str) -> bool {
     let Some(info) = image::decode_broker_registration(0, &data) else {
         return false;
     };
-    crate::server::kafka_server_answers(&info.host, info.port)
+    broker_probe::kafka_server_answers(&info.host, info.port)
 }
 
 /// Connects to ZooKeeper and makes this process a member of the cluster.
@@ -331,7 +306,7 @@ pub fn start(
     }
     let broker_id = resolve_broker_id(&config, &meta, &mut zk)?;
     config.broker_id = broker_id;
-    crate::server::write_meta_properties(log_dir, broker_id, &cluster_id)?;
+    write_meta_properties(log_dir, broker_id, &cluster_id)?;
     register_broker(&mut zk, &config, broker_id)?;
     log::info!(
         "registered broker {broker_id} at /brokers/ids/{broker_id} (cluster {cluster_id}, ZooKeeper session {:#x})",
