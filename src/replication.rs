@@ -147,6 +147,9 @@ impl Partition {
 
     /// maybeIncrementLeaderHW: the smallest log end offset over the
     /// (maximal) ISR; the high watermark never goes back. True if it moved.
+    /// A smaller candidate is normal, not a violation (a follower in the
+    /// ISR that has not fetched this epoch reports -1, one that truncated
+    /// reports less): the high watermark then stays where it is.
     pub fn maybe_increment_high_watermark(&mut self) -> bool {
         let leo = self.log.log_end_offset();
         let mut new_hw = leo;
@@ -161,7 +164,7 @@ impl Partition {
             }
         }
         if new_hw > self.high_watermark() {
-            self.set_high_watermark(new_hw);
+            self.increment_high_watermark(new_hw);
             return true;
         }
         false
