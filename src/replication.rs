@@ -286,6 +286,23 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "passes the log end offset")]
+    fn a_leader_high_watermark_past_the_log_end_is_a_bug() {
+        let mut p = leader_with(10);
+        p.increment_high_watermark(11);
+    }
+
+    #[test]
+    #[should_panic(expected = "goes back")]
+    fn a_leader_high_watermark_going_back_is_a_bug() {
+        let mut p = leader_with(10);
+        p.update_follower_fetch_state(2, 10, NOW_MS);
+        p.update_follower_fetch_state(3, 10, NOW_MS);
+        assert!(p.maybe_increment_high_watermark());
+        p.increment_high_watermark(5);
+    }
+
+    #[test]
     fn caught_up_time_follows_kafka_update_fetch_state() {
         let mut p = leader_with(10);
         // Reaching the leader's end at fetch time: caught up now.
