@@ -12,6 +12,9 @@ use std::sync::Arc;
 use std::thread;
 
 use crate::config::BrokerConfig;
+use crate::metadata::meta_properties::{
+    read_meta_properties, write_meta_properties, MetaProperties,
+};
 use crate::metadata::topics;
 use crate::metadata::MetadataStore;
 use crate::protocol::errors::ErrorCode;
@@ -129,35 +132,6 @@ impl ClusterHandle {
     }
 }
 
-/// `meta.properties` as found in the log dir before start-up.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct MetaProperties {
-    pub broker_id: Option<i32>,
-    pub cluster_id: Option<String>,
-}
-
-pub fn read_meta_properties(log_dir: &Path) -> Result<MetaProperties, String> {
-    let path = log_dir.join("meta.properties");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(MetaProperties::default()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let mut meta = MetaProperties::default();
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("broker.id=") {
-            meta.broker_id = Some(
-                v.trim()
-                    .parse()
-                    .map_err(|_| format!("{}: broker.id {v} is not an integer", path.display()))?,
-            );
-        } else if let Some(v) = line.strip_prefix("cluster.id=") {
-            meta.cluster_id = Some(v.trim().to_string());
-        }
-    }
-    Ok(meta)
-}
-
 /// Kafka's getOrGenerateBrokerId: the configured id must agree with
 /// meta.properties; with none configured, meta.properties' id is reused, and
 /// only a fresh log dir gets one generated from `/brokers/seqid`.
@@ -212,7 +186,7 @@ pub fn start(
     }
     let broker_id = resolve_broker_id(&config, &meta, &mut zk)?;
     config.broker_id = broker_id;
-    crate::server::write_meta_properties(log_dir, broker_id, &cluster_id)?;
+    write_meta_properties(log_dir, broker_id, &cluster_id)?;
     crate::zk::broker_registration::register_broker(&mut zk, &config, broker_id)?;
     log::info!(
         "registered broker {broker_id} at /brokers/ids/{broker_id} (cluster {cluster_id}, ZooKeeper session {:#x})",

@@ -1,10 +1,13 @@
 //! The metadata store: a ZooKeeper-shaped tree of znodes. `EmbeddedStore`
 //! keeps it durable on local disk for a single broker; a ZooKeeper-backed
 //! store will implement the same `MetadataStore` trait. `topics` lays
-//! Kafka's ZooKeeper JSON documents on top of any store.
+//! Kafka's ZooKeeper JSON documents on top of any store. `meta_properties`
+//! and `checkpoints` are the broker's own files in its log dir.
 
+pub mod checkpoints;
 pub mod embedded;
 pub mod image;
+pub mod meta_properties;
 pub mod metadata_cache;
 pub mod producer_ids;
 pub mod topics;

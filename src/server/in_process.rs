@@ -259,7 +259,11 @@ async fn start_shard(
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
     let mut controller = Controller::open(store, config.clone())?;
     let image = controller.build_image()?;
-    super::write_meta_properties(&log_dir, config.effective_broker_id(), &image.cluster_id)?;
+    crate::metadata::meta_properties::write_meta_properties(
+        &log_dir,
+        config.effective_broker_id(),
+        &image.cluster_id,
+    )?;
     let metadata = Arc::new(MetadataCache::new(image));
     let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(1, 64)
         .map_err(|e| format!("creating the mailbox: {e}"))?;

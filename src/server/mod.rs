@@ -1,6 +1,7 @@
-//! Broker start-up and shutdown: opens the metadata store and the checkpoint
-//! files, starts one shard per core, and on SIGTERM closes every log and
-//! writes the checkpoints so the next start needs no recovery.
+//! Broker start-up and shutdown (Kafka's `KafkaServer.startup` and
+//! `shutdown`): opens the metadata store and the checkpoint files, starts
+//! one shard per core, and on SIGTERM closes every log and writes the
+//! checkpoints so the next start needs no recovery.
 
 pub mod connection;
 pub mod in_process;
@@ -9,116 +10,57 @@ pub mod sendfile;
 pub mod shard;
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use glommio::net::TcpListener;
+use glommio::Task;
 
-use kshard_shards::log::checkpoint::{OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE};
 use kshard_shards::mailbox::MailboxBuilder;
 
 use crate::admin::embedded::Controller;
+use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::handlers::KafkaApis;
+use crate::metadata::checkpoints::{read_startup_checkpoints, CheckpointFiles, StartupCheckpoints};
 use crate::metadata::embedded::EmbeddedStore;
-use crate::metadata::metadata_cache::MetadataCache;
+use crate::metadata::meta_properties::write_meta_properties;
+use crate::metadata::metadata_cache::{MetadataCache, MetadataImage};
 use crate::protocol::probe::{probe_port, PortProbe};
 use crate::replica::CheckpointEntry;
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::util::now_ms;
+use request_memory::RequestMemoryPool;
 
 /// Envelopes per shard inbox. Each takes ~150 bytes up front (crossbeam
 /// initializes every slot), so 65,536 cost 10 MiB per shard of idle RSS; a
 /// full inbox only makes senders wait their turn.
 const MAILBOX_CAPACITY: usize = 4096;
-pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
-pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 
-pub fn write_meta_properties(
-    log_dir: &Path,
-    broker_id: i32,
-    cluster_id: &str,
-) -> Result<(), String> {
-    let path = log_dir.join("meta.properties");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        for line in text.lines() {
-            if let Some(v) = line.strip_prefix("broker.id=") {
-                if v.trim() != broker_id.to_string() {
-                    return Err(format!(
-                        "{}: broker.id {} does not match configured broker.id {broker_id}",
-                        path.display(),
-                        v.trim()
-                    ));
-                }
-            }
-            if let Some(v) = line.strip_prefix("cluster.id=") {
-                if v.trim() != cluster_id {
-                    return Err(format!(
-                        "{}: cluster.id {} does not match the metadata store's {cluster_id}",
-                        path.display(),
-                        v.trim()
-                    ));
-                }
-            }
-        }
-        return Ok(());
+/// The checkpoint files for the entries every shard reports.
+fn checkpoint_files(entries: &[CheckpointEntry]) -> CheckpointFiles {
+    let column = |offset: fn(&CheckpointEntry) -> Option<i64>| {
+        entries
+            .iter()
+            .filter_map(|e| Some((e.topic.clone(), e.partition, offset(e)?)))
+            .collect()
+    };
+    CheckpointFiles {
+        recovery_points: column(|e| Some(e.recovery_point)),
+        log_start_offsets: column(|e| Some(e.log_start_offset)),
+        cleaner_offsets: column(|e| e.cleaner_offset),
+        high_watermarks: column(|e| Some(e.high_watermark)),
     }
-    let text = format!(
-        "#\n#Written by kshard\ncluster.id={cluster_id}\nversion=0\nbroker.id={broker_id}\n"
-    );
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
-    f.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-    f.sync_all().map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, &path).map_err(|e| e.to_string())
 }
 
-/// (topic, partition) -> (recovery point, log start offset).
-type StartupCheckpoints = HashMap<(String, i32), (i64, i64)>;
-
-fn read_checkpoints(log_dir: &Path) -> Result<StartupCheckpoints, String> {
-    let rp = OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT))
-        .read()
-        .map_err(|e| format!("{RECOVERY_POINT_CHECKPOINT}: {e}"))?;
-    let ls = OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT))
-        .read()
-        .map_err(|e| format!("{LOG_START_OFFSET_CHECKPOINT}: {e}"))?;
-    let mut map: StartupCheckpoints = HashMap::new();
-    for (t, p, o) in rp {
-        map.entry((t, p)).or_insert((0, 0)).0 = o;
-    }
-    for (t, p, o) in ls {
-        map.entry((t, p)).or_insert((0, 0)).1 = o;
-    }
-    Ok(map)
-}
-
-pub fn write_checkpoints(log_dir: &Path, entries: &[CheckpointEntry]) -> std::io::Result<()> {
-    let rp: Vec<(String, i32, i64)> = entries
-        .iter()
-        .map(|e| (e.topic.clone(), e.partition, e.recovery_point))
-        .collect();
-    let ls: Vec<(String, i32, i64)> = entries
-        .iter()
-        .map(|e| (e.topic.clone(), e.partition, e.log_start_offset))
-        .collect();
-    let cleaner: Vec<(String, i32, i64)> = entries
-        .iter()
-        .filter_map(|e| Some((e.topic.clone(), e.partition, e.cleaner_offset?)))
-        .collect();
-    let hw: Vec<(String, i32, i64)> = entries
-        .iter()
-        .map(|e| (e.topic.clone(), e.partition, e.high_watermark))
-        .collect();
-    OffsetCheckpointFile::new(log_dir.join(crate::replica::REPLICATION_OFFSET_CHECKPOINT_FILE))
-        .write(&hw)?;
-    OffsetCheckpointFile::new(log_dir.join(RECOVERY_POINT_CHECKPOINT)).write(&rp)?;
-    OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).write(&cleaner)?;
-    OffsetCheckpointFile::new(log_dir.join(LOG_START_OFFSET_CHECKPOINT)).write(&ls)
+fn write_checkpoints(
+    log_dir: &std::path::Path,
+    entries: &[CheckpointEntry],
+) -> std::io::Result<()> {
+    checkpoint_files(entries).write(log_dir)
 }
 
 /// Every shard binds each listener with SO_REUSEPORT, which would let a
@@ -180,9 +122,67 @@ fn claim_listener_ports(mut config: BrokerConfig) -> Result<BrokerConfig, String
     Ok(config)
 }
 
+/// Where this broker's metadata comes from.
+struct StartupMetadata {
+    /// With `broker.id` resolved in cluster mode.
+    config: Arc<BrokerConfig>,
+    /// The embedded store's single-broker controller (no ZooKeeper).
+    controller: Option<Controller>,
+    /// Cluster mode (`zookeeper.connect` set).
+    cluster: Option<Arc<ClusterHandle>>,
+    image: MetadataImage,
+}
+
+/// What every shard's start and stop share; built once by `run`.
+struct Broker {
+    config: Arc<BrokerConfig>,
+    log_dir: PathBuf,
+    nr_shards: usize,
+    metadata: Arc<MetadataCache>,
+    cluster: Option<Arc<ClusterHandle>>,
+    mailbox: MailboxBuilder<ShardRequest, ShardResponse>,
+    /// The embedded controller, taken by the controller shard.
+    controller: Mutex<Option<Controller>>,
+    /// Each shard's entries of the start-up checkpoints, taken by it.
+    startup_checkpoints: Mutex<Vec<Option<StartupCheckpoints>>>,
+    /// Set by SIGTERM/SIGINT, or by a shard that failed to start.
+    shutdown: Arc<AtomicBool>,
+    /// Set by shard 0 once controlled shutdown is done, so the other shards
+    /// keep serving while leadership moves away.
+    serving_done: AtomicBool,
+    /// What every shard's logs said when they closed.
+    final_checkpoints: Mutex<Vec<CheckpointEntry>>,
+    startup_errors: Mutex<Vec<String>>,
+    started_at_ms: u64,
+}
+
 /// Runs the broker until SIGTERM/SIGINT.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
     let config = Arc::new(claim_listener_ports(config)?);
+    let log_dir = prepare_log_dir(&config)?;
+    let metadata = open_metadata(config, &log_dir)?;
+    let broker = Arc::new(Broker::new(metadata, log_dir)?);
+    log::info!(
+        "starting kshard broker {} with {} shards, data in {}",
+        broker.config.effective_broker_id(),
+        broker.nr_shards,
+        broker.log_dir.display()
+    );
+    let io_memory_bytes = match broker.config.log_io_mode {
+        crate::config::LogIoMode::Direct => kshard_shards::shard::DIRECT_IO_MEMORY_BYTES,
+        crate::config::LogIoMode::Buffered => kshard_shards::shard::MIN_IO_MEMORY_BYTES,
+    };
+    let body = {
+        let broker = broker.clone();
+        move |shard_id: usize| run_shard(broker.clone(), shard_id)
+    };
+    kshard_shards::shard::run_shards(broker.nr_shards, true, io_memory_bytes, body)
+        .map_err(|e| e.to_string())?;
+    finish(&broker)
+}
+
+/// The first of `log.dirs`, created if missing.
+fn prepare_log_dir(config: &BrokerConfig) -> Result<PathBuf, String> {
     let log_dir: PathBuf = config.log_dirs[0].clone();
     if config.log_dirs.len() > 1 {
         log::warn!(
@@ -193,237 +193,302 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     }
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("log.dirs {}: {e}", log_dir.display()))?;
-    // Cluster mode: ZooKeeper holds the metadata and the image comes from
-    // the controller's UpdateMetadata; otherwise the embedded store.
-    let (config, controller, cluster, image) = if config.zookeeper_connect.is_some() {
-        let (cluster, resolved) = crate::cluster::start((*config).clone(), &log_dir)?;
-        let image = crate::metadata::metadata_cache::MetadataImage {
+    Ok(log_dir)
+}
+
+/// Cluster mode: ZooKeeper holds the metadata and the image comes from the
+/// controller's UpdateMetadata; otherwise the embedded store. Either way
+/// `meta.properties` is checked or written.
+fn open_metadata(
+    config: Arc<BrokerConfig>,
+    log_dir: &std::path::Path,
+) -> Result<StartupMetadata, String> {
+    if config.zookeeper_connect.is_some() {
+        let (cluster, resolved) = crate::cluster::start((*config).clone(), log_dir)?;
+        let image = MetadataImage {
             cluster_id: cluster.cluster_id.clone(),
             controller_id: -1,
             ..Default::default()
         };
-        (Arc::new(resolved), None, Some(cluster), image)
-    } else {
-        let store = EmbeddedStore::open(&config.metadata_dir())
-            .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
-        let mut controller = Controller::open(store, config.clone())?;
-        let image = controller.build_image()?;
-        write_meta_properties(&log_dir, config.effective_broker_id(), &image.cluster_id)?;
-        (config, Some(controller), None, image)
-    };
-    let checkpoints = read_checkpoints(&log_dir)?;
-    let metadata = Arc::new(MetadataCache::new(image));
+        return Ok(StartupMetadata {
+            config: Arc::new(resolved),
+            controller: None,
+            cluster: Some(cluster),
+            image,
+        });
+    }
+    let store = EmbeddedStore::open(&config.metadata_dir())
+        .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
+    let mut controller = Controller::open(store, config.clone())?;
+    let image = controller.build_image()?;
+    write_meta_properties(log_dir, config.effective_broker_id(), &image.cluster_id)?;
+    Ok(StartupMetadata {
+        config,
+        controller: Some(controller),
+        cluster: None,
+        image,
+    })
+}
 
+/// A flag SIGTERM and SIGINT set.
+fn register_shutdown_signals() -> Result<Arc<AtomicBool>, String> {
     let shutdown = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, shutdown.clone())
         .map_err(|e| e.to_string())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, shutdown.clone())
         .map_err(|e| e.to_string())?;
+    Ok(shutdown)
+}
 
-    let nr_shards = config.num_shards.max(1);
-    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(nr_shards, MAILBOX_CAPACITY)
-        .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
-    let controller_slot = Arc::new(Mutex::new(controller));
-    // Set by shard 0 once controlled shutdown is done, so the other shards
-    // keep serving while leadership moves away.
-    let serving_done = Arc::new(AtomicBool::new(false));
-    let final_checkpoints: Arc<Mutex<Vec<CheckpointEntry>>> = Arc::new(Mutex::new(Vec::new()));
-    let startup_errors: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
-    // Each shard gets the checkpoint entries of the partitions it owns.
+/// Each shard gets the checkpoint entries of the partitions it owns.
+fn split_by_owner(
+    checkpoints: StartupCheckpoints,
+    nr_shards: usize,
+) -> Vec<Option<StartupCheckpoints>> {
     let mut per_shard: Vec<StartupCheckpoints> = (0..nr_shards).map(|_| HashMap::new()).collect();
     for (k, v) in checkpoints {
         let owner = kshard_shards::placement::shard_for(&k.0, k.1, nr_shards);
         per_shard[owner].insert(k, v);
     }
-    let per_shard = Arc::new(Mutex::new(
-        per_shard.into_iter().map(Some).collect::<Vec<_>>(),
-    ));
-    let started_at_ms = now_ms();
-    log::info!(
-        "starting kshard broker {} with {nr_shards} shards, data in {}",
-        config.effective_broker_id(),
-        log_dir.display()
-    );
+    per_shard.into_iter().map(Some).collect()
+}
 
-    let body = {
-        let config = config.clone();
-        let metadata = metadata.clone();
-        let shutdown = shutdown.clone();
-        let final_checkpoints = final_checkpoints.clone();
-        let startup_errors = startup_errors.clone();
-        let log_dir = log_dir.clone();
-        let cluster = cluster.clone();
-        let serving_done = serving_done.clone();
-        move |shard_id: usize| {
-            let cluster = cluster.clone();
-            let serving_done = serving_done.clone();
-            let config = config.clone();
-            let metadata = metadata.clone();
-            let shutdown = shutdown.clone();
-            let mailbox = mailbox.clone();
-            let controller = if shard_id == CONTROLLER_SHARD {
-                controller_slot.lock().expect("controller slot").take()
-            } else {
+impl Broker {
+    fn new(metadata: StartupMetadata, log_dir: PathBuf) -> Result<Broker, String> {
+        let checkpoints = read_startup_checkpoints(&log_dir)?;
+        let shutdown = register_shutdown_signals()?;
+        let nr_shards = metadata.config.num_shards.max(1);
+        let mailbox = MailboxBuilder::new(nr_shards, MAILBOX_CAPACITY)
+            .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
+        Ok(Broker {
+            config: metadata.config,
+            log_dir,
+            nr_shards,
+            metadata: Arc::new(MetadataCache::new(metadata.image)),
+            cluster: metadata.cluster,
+            mailbox,
+            controller: Mutex::new(metadata.controller),
+            startup_checkpoints: Mutex::new(split_by_owner(checkpoints, nr_shards)),
+            shutdown,
+            serving_done: AtomicBool::new(false),
+            final_checkpoints: Mutex::new(Vec::new()),
+            startup_errors: Mutex::new(Vec::new()),
+            started_at_ms: now_ms(),
+        })
+    }
+
+    /// Records why start-up failed and stops the broker.
+    fn fail_startup(&self, error: String) {
+        self.startup_errors.lock().expect("errors").push(error);
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One shard's life: start, serve until shutdown, stop.
+async fn run_shard(broker: Arc<Broker>, shard_id: usize) {
+    let ctx = start_shard(&broker, shard_id).await;
+    let accept_tasks = start_listeners(&broker, &ctx);
+    wait_for_shutdown(&broker, shard_id).await;
+    stop_shard(&broker, &ctx, accept_tasks).await;
+}
+
+/// Builds this shard's `KafkaApis` and starts its tasks: opens the
+/// partitions it owns (recovery runs in parallel across shards), joins the
+/// mailbox, replays `__consumer_offsets` on a single broker's controller
+/// shard, then runs the purgatory ticker and the maintenance loop.
+async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
+    let config = &broker.config;
+    let controller = if shard_id == CONTROLLER_SHARD {
+        broker.controller.lock().expect("controller slot").take()
+    } else {
+        None
+    };
+    let checkpoints = broker.startup_checkpoints.lock().expect("checkpoints")[shard_id]
+        .take()
+        .unwrap_or_default();
+    let ctx = shard::build(shard::ShardConfig {
+        shard_id,
+        nr_shards: broker.nr_shards,
+        config: config.clone(),
+        log_dir: broker.log_dir.clone(),
+        metadata: broker.metadata.clone(),
+        startup_checkpoints: checkpoints,
+        controller,
+        cluster: broker.cluster.clone(),
+    });
+    open_partitions(broker, &ctx);
+    let mb = broker
+        .mailbox
+        .clone()
+        .join(shard_id, shard::mailbox_handler(&ctx))
+        .await;
+    ctx.router.set_mailbox(mb);
+    if let Some(coordinator) = ctx
+        .coordinator
+        .as_ref()
+        .filter(|_| broker.cluster.is_none())
+    {
+        // Creates and replays __consumer_offsets before serving.
+        coordinator.start().await;
+    }
+    glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();
+    glommio::spawn_local(maintenance_loop(ctx.clone())).detach();
+    ctx
+}
+
+/// Opens the partitions this shard owns; a failure stops the broker.
+fn open_partitions(broker: &Broker, ctx: &KafkaApis) {
+    let image = broker.metadata.image();
+    for topic in image.topics.values() {
+        let mine: Vec<i32> = topic
+            .partitions
+            .iter()
+            .map(|p| p.partition)
+            .filter(|p| ctx.owner_of(&topic.name, *p) == ctx.shard_id)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        if let Err(e) =
+            ctx.replica_manager
+                .partitions_mut()
+                .open_partitions(topic, &mine, now_ms() as i64)
+        {
+            broker.fail_startup(format!("opening {}: {e}", topic.name));
+        }
+    }
+}
+
+/// Binds every listener on this shard (each shard binds each port, see
+/// `claim_listener_ports`) and serves the connections it accepts.
+fn start_listeners(broker: &Broker, ctx: &Rc<KafkaApis>) -> Vec<Task<()>> {
+    let config = &broker.config;
+    let listeners: Vec<TcpListener> = config
+        .listeners
+        .iter()
+        .filter_map(|l| match TcpListener::bind((l.host.as_str(), l.port)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                broker.fail_startup(format!(
+                    "listeners={}: cannot bind: {e}",
+                    l.connection_string()
+                ));
                 None
-            };
-            let checkpoints = per_shard.lock().expect("checkpoints")[shard_id]
-                .take()
-                .unwrap_or_default();
-            let final_checkpoints = final_checkpoints.clone();
-            let startup_errors = startup_errors.clone();
-            let log_dir = log_dir.clone();
-            async move {
-                let ctx = shard::build(shard::ShardConfig {
-                    shard_id,
-                    nr_shards,
-                    config: config.clone(),
-                    log_dir: log_dir.clone(),
-                    metadata: metadata.clone(),
-                    startup_checkpoints: checkpoints,
-                    controller,
-                    cluster: cluster.clone(),
-                });
-                // Open this shard's partitions (recovery runs in parallel across shards).
-                let image = metadata.image();
-                for topic in image.topics.values() {
-                    let mine: Vec<i32> = topic
-                        .partitions
-                        .iter()
-                        .map(|p| p.partition)
-                        .filter(|p| ctx.owner_of(&topic.name, *p) == shard_id)
-                        .collect();
-                    if mine.is_empty() {
-                        continue;
-                    }
-                    if let Err(e) = ctx.replica_manager.partitions_mut().open_partitions(
-                        topic,
-                        &mine,
-                        now_ms() as i64,
-                    ) {
-                        startup_errors
-                            .lock()
-                            .expect("errors")
-                            .push(format!("opening {}: {e}", topic.name));
-                        shutdown.store(true, Ordering::SeqCst);
-                    }
-                }
-                let mb = mailbox.join(shard_id, shard::mailbox_handler(&ctx)).await;
-                ctx.router.set_mailbox(mb);
-                if let Some(coordinator) = ctx.coordinator.as_ref().filter(|_| cluster.is_none()) {
-                    // Creates and replays __consumer_offsets before serving.
-                    coordinator.start().await;
-                }
-                glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();
-                glommio::spawn_local(maintenance_loop(ctx.clone())).detach();
-                let listeners: Vec<TcpListener> = config
-                    .listeners
-                    .iter()
-                    .filter_map(|l| match TcpListener::bind((l.host.as_str(), l.port)) {
-                        Ok(s) => Some(s),
-                        Err(e) => {
-                            startup_errors.lock().expect("errors").push(format!(
-                                "listeners={}: cannot bind: {e}",
-                                l.connection_string()
-                            ));
-                            shutdown.store(true, Ordering::SeqCst);
-                            None
-                        }
-                    })
-                    .collect();
-                let request_memory = request_memory::RequestMemoryPool::new(
-                    request_memory::queued_max_request_bytes(
-                        config.queued_max_request_bytes,
-                        config.socket_request_max_bytes.max(0) as usize,
-                    ) / nr_shards,
-                );
-                let mut accept_tasks = Vec::new();
-                for listener in listeners {
-                    let ctx = ctx.clone();
-                    let request_memory = request_memory.clone();
-                    accept_tasks.push(glommio::spawn_local(async move {
-                        loop {
-                            match listener.accept().await {
-                                Ok(stream) => {
-                                    let _ = stream.set_nodelay(true);
-                                    glommio::spawn_local(connection::serve(
-                                        ctx.clone(),
-                                        request_memory.clone(),
-                                        stream,
-                                    ))
-                                    .detach();
-                                }
-                                Err(e) => {
-                                    log::warn!("accept failed: {e}");
-                                    glommio::timer::sleep(Duration::from_millis(10)).await;
-                                }
-                            }
-                        }
-                    }));
-                }
-                if shard_id == CONTROLLER_SHARD {
-                    log::info!(
-                        "queued.max.request.bytes: reads stop at {} bytes of requests per shard",
-                        request_memory.share_bytes()
-                    );
-                    log::info!(
-                        "kshard started in {} ms, serving on {:?}",
-                        now_ms() - started_at_ms,
-                        config
-                            .listeners
-                            .iter()
-                            .map(|l| l.connection_string())
-                            .collect::<Vec<_>>()
-                    );
-                }
-                while !shutdown.load(Ordering::SeqCst) {
-                    glommio::timer::sleep(Duration::from_millis(50)).await;
-                }
-                if let Some(c) = &cluster {
-                    if shard_id == CONTROLLER_SHARD {
-                        if config.controlled_shutdown_enable
-                            && startup_errors.lock().expect("errors").is_empty()
-                        {
-                            c.controlled_shutdown(config.clone()).await;
-                        }
-                        serving_done.store(true, Ordering::SeqCst);
-                    } else {
-                        while !serving_done.load(Ordering::SeqCst) {
-                            glommio::timer::sleep(Duration::from_millis(20)).await;
-                        }
-                    }
-                }
-                ctx.router.begin_shutdown();
-                for t in accept_tasks {
-                    t.cancel().await;
-                }
-                // Let parked fetches and in-flight appends finish.
-                ctx.replica_manager.begin_shutdown();
-                glommio::timer::sleep(Duration::from_millis(20)).await;
-                // Direct mode: staged appends land before the logs close.
-                ctx.replica_manager
-                    .quiesce_direct_writes(|_, _| true, Duration::from_secs(10))
-                    .await;
-                let entries = ctx.replica_manager.partitions_mut().close_all();
-                final_checkpoints
-                    .lock()
-                    .expect("checkpoints")
-                    .extend(entries);
+            }
+        })
+        .collect();
+    let request_memory = RequestMemoryPool::new(
+        request_memory::queued_max_request_bytes(
+            config.queued_max_request_bytes,
+            config.socket_request_max_bytes.max(0) as usize,
+        ) / broker.nr_shards,
+    );
+    let accept_tasks = listeners
+        .into_iter()
+        .map(|l| glommio::spawn_local(accept_loop(l, ctx.clone(), request_memory.clone())))
+        .collect();
+    if ctx.shard_id == CONTROLLER_SHARD {
+        log::info!(
+            "queued.max.request.bytes: reads stop at {} bytes of requests per shard",
+            request_memory.share_bytes()
+        );
+        log::info!(
+            "kshard started in {} ms, serving on {:?}",
+            now_ms() - broker.started_at_ms,
+            config
+                .listeners
+                .iter()
+                .map(|l| l.connection_string())
+                .collect::<Vec<_>>()
+        );
+    }
+    accept_tasks
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    ctx: Rc<KafkaApis>,
+    request_memory: Rc<RequestMemoryPool>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                glommio::spawn_local(connection::serve(
+                    ctx.clone(),
+                    request_memory.clone(),
+                    stream,
+                ))
+                .detach();
+            }
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+}
+
+/// Serves until SIGTERM/SIGINT or a failed start. In cluster mode the
+/// controller shard then runs controlled shutdown while the other shards
+/// keep serving, so leadership moves away before any log closes.
+async fn wait_for_shutdown(broker: &Broker, shard_id: usize) {
+    while !broker.shutdown.load(Ordering::SeqCst) {
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+    }
+    let Some(cluster) = &broker.cluster else {
+        return;
     };
-    let io_memory_bytes = match config.log_io_mode {
-        crate::config::LogIoMode::Direct => kshard_shards::shard::DIRECT_IO_MEMORY_BYTES,
-        crate::config::LogIoMode::Buffered => kshard_shards::shard::MIN_IO_MEMORY_BYTES,
-    };
-    kshard_shards::shard::run_shards(nr_shards, true, io_memory_bytes, body)
-        .map_err(|e| e.to_string())?;
-    if let Some(c) = &cluster {
+    if shard_id == CONTROLLER_SHARD {
+        let started = broker.startup_errors.lock().expect("errors").is_empty();
+        if broker.config.controlled_shutdown_enable && started {
+            cluster.controlled_shutdown(broker.config.clone()).await;
+        }
+        broker.serving_done.store(true, Ordering::SeqCst);
+    } else {
+        while !broker.serving_done.load(Ordering::SeqCst) {
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Stops serving, lets parked fetches answer and staged appends land,
+/// closes this shard's logs and hands in their checkpoint entries.
+async fn stop_shard(broker: &Broker, ctx: &Rc<KafkaApis>, accept_tasks: Vec<Task<()>>) {
+    ctx.router.begin_shutdown();
+    for t in accept_tasks {
+        t.cancel().await;
+    }
+    // Let parked fetches and in-flight appends finish.
+    ctx.replica_manager.begin_shutdown();
+    glommio::timer::sleep(Duration::from_millis(20)).await;
+    // Direct mode: staged appends land before the logs close.
+    ctx.replica_manager
+        .quiesce_direct_writes(|_, _| true, Duration::from_secs(10))
+        .await;
+    let entries = ctx.replica_manager.partitions_mut().close_all();
+    broker
+        .final_checkpoints
+        .lock()
+        .expect("checkpoints")
+        .extend(entries);
+}
+
+/// After every shard stopped: ends the ZooKeeper session, writes the
+/// checkpoint files and reports what failed at start-up.
+fn finish(broker: &Broker) -> Result<(), String> {
+    if let Some(c) = &broker.cluster {
         // The registration goes now, not after the session timeout.
         c.close_session();
     }
-    let errors = startup_errors.lock().expect("errors").clone();
-    let entries = final_checkpoints.lock().expect("checkpoints").clone();
-    write_checkpoints(&log_dir, &entries).map_err(|e| format!("writing checkpoints: {e}"))?;
+    let errors = broker.startup_errors.lock().expect("errors").clone();
+    let entries = broker
+        .final_checkpoints
+        .lock()
+        .expect("checkpoints")
+        .clone();
+    write_checkpoints(&broker.log_dir, &entries)
+        .map_err(|e| format!("writing checkpoints: {e}"))?;
     log::info!(
         "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied, {} bytes from the direct-I/O read cache, {} bytes from direct-mode tail caches",
         sendfile::SENDFILE_BYTES.load(Ordering::Relaxed),

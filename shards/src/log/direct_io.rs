@@ -203,10 +203,17 @@ impl DirectWriter {
 
     /// Writes `buf[..len_bytes]` (block multiple) at `buf_pos`.
     fn write_blocks(&mut self, len_bytes: usize, path: &Path) -> io::Result<()> {
-        debug_assert!(
-            len_bytes.is_multiple_of(DIRECT_BLOCK_BYTES) && len_bytes <= DIRECT_BUFFER_BYTES
+        // O_DIRECT's contract; the kernel would answer EINVAL, which reads
+        // as "unsupported filesystem" and hides the bug.
+        assert!(
+            len_bytes.is_multiple_of(DIRECT_BLOCK_BYTES) && len_bytes <= DIRECT_BUFFER_BYTES,
+            "direct write of {len_bytes} bytes"
         );
-        debug_assert!(self.buf_pos.is_multiple_of(DIRECT_BLOCK_BYTES as u64));
+        assert!(
+            self.buf_pos.is_multiple_of(DIRECT_BLOCK_BYTES as u64),
+            "direct write at {}",
+            self.buf_pos
+        );
         let data = &self.buf.as_slice()[..len_bytes];
         self.file.write_all_at(data, self.buf_pos).map_err(|e| {
             if is_einval(&e) {
@@ -271,7 +278,9 @@ impl DirectWriter {
             self.buf_pos += full as u64;
             self.len -= full;
         }
-        debug_assert!(self.len < DIRECT_BLOCK_BYTES);
+        // Pairs with `plan_async` and `reposition`: between writes the
+        // buffer holds only the partial block at the logical end.
+        assert!(self.len < DIRECT_BLOCK_BYTES);
         Ok(())
     }
 
@@ -282,8 +291,11 @@ impl DirectWriter {
         if self.logical_end() != Some(pos) {
             self.reposition(pos, reader, path)?;
         }
-        debug_assert!(self.len < DIRECT_BLOCK_BYTES);
-        debug_assert_eq!(self.buf_pos + self.len as u64, pos);
+        // The head is the partial block before `pos`, starting on a block
+        // boundary; `async_written` checks the other side of the write.
+        assert!(self.buf_pos.is_multiple_of(DIRECT_BLOCK_BYTES as u64));
+        assert!(self.len < DIRECT_BLOCK_BYTES);
+        assert_eq!(self.buf_pos + self.len as u64, pos);
         Ok((self.buf_pos, &self.buf.as_slice()[..self.len]))
     }
 

@@ -96,6 +96,9 @@ impl DirectWrite {
             a.records.copy_range(0, &mut dst[at..at + a.records.len()]);
             at += a.records.len();
         }
+        // The padding completes the last block and no more: readers stop
+        // at the segment's logical end, and trimming cuts the rest.
+        assert!(dst.len() - at < DIRECT_BLOCK_BYTES);
         dst[at..].fill(0);
     }
 
@@ -116,6 +119,10 @@ impl DirectWrite {
             }
         };
         let len = self.padded_len();
+        // O_DIRECT: whole blocks at a block-aligned position (the pair of
+        // `DirectWriter::async_written`'s checks).
+        assert!(len.is_multiple_of(DIRECT_BLOCK_BYTES) && len > 0);
+        assert!(self.file_pos.is_multiple_of(DIRECT_BLOCK_BYTES as u64));
         let mut buf = dma.alloc_dma_buffer(len);
         self.fill(buf.as_bytes_mut());
         let new = self.head.len()..self.head.len() + self.data_len();

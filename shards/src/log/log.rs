@@ -151,20 +151,24 @@ fn invalid_input(msg: String) -> io::Error {
 
 /// An append of `len_bytes` described by `info` must start at `next_offset`
 /// and be non-empty, with a sane offset range and the bytes validation saw.
-fn check_append_shape(len_bytes: usize, info: &LogAppendInfo, next_offset: i64) -> io::Result<()> {
-    if info.first_offset != next_offset {
-        return Err(invalid_input(format!(
-            "append at offset {} but the next offset is {next_offset}",
-            info.first_offset
-        )));
-    }
-    if len_bytes == 0 || info.last_offset < info.first_offset || len_bytes != info.valid_bytes {
-        return Err(invalid_input(format!(
-            "bad append: {len_bytes} bytes, offsets {}..={}, valid_bytes {}",
-            info.first_offset, info.last_offset, info.valid_bytes
-        )));
-    }
-    Ok(())
+/// Every caller builds `info` for exactly this log: the leader's
+/// `Validator` assigns offsets from `next_offset` and rejects empty data,
+/// and a follower checks the fetched batches against the log end offset
+/// (restarting the log or refusing a gap) before appending. A mismatch is
+/// therefore a bug, not bad input, and stops the broker.
+fn check_append_shape(len_bytes: usize, info: &LogAppendInfo, next_offset: i64) {
+    assert_eq!(
+        info.first_offset, next_offset,
+        "append at offset {} but the next offset is {next_offset}",
+        info.first_offset
+    );
+    assert!(
+        len_bytes > 0 && info.last_offset >= info.first_offset && len_bytes == info.valid_bytes,
+        "bad append: {len_bytes} bytes, offsets {}..={}, valid_bytes {}",
+        info.first_offset,
+        info.last_offset,
+        info.valid_bytes
+    );
 }
 
 impl Log {
@@ -284,7 +288,7 @@ impl Log {
         self.require_no_staged_writes("append")?;
         // The tail cache holds staged appends only; keep it contiguous.
         self.staging.tail.clear();
-        check_append_shape(records.len(), info, self.log_end_offset)?;
+        check_append_shape(records.len(), info, self.log_end_offset);
         let config = self.config.clone();
         let should_roll = self.active_mut().should_roll(
             &config,

@@ -76,7 +76,7 @@ impl Log {
                 self.dir.display()
             )));
         }
-        check_append_shape(records.len(), &info, self.next_offset())?;
+        check_append_shape(records.len(), &info, self.next_offset());
         self.staging.queue.push_back(StagedAppend { records, info });
         Ok(())
     }
@@ -150,6 +150,11 @@ impl Log {
                 return Err(e);
             }
         };
+        assert_eq!(
+            file_pos + head.len() as u64,
+            position,
+            "the head ends at the segment's end"
+        );
         let head = head.to_vec();
         let dma = w.dma.clone();
         let end_pos = position + bytes;
@@ -165,7 +170,13 @@ impl Log {
             tail,
             written: None,
         };
-        debug_assert_eq!(write.end_pos(), end_pos);
+        assert_eq!(write.end_pos(), end_pos);
+        // One write in flight per log, and none while anything truncates:
+        // the write continues the log (`complete_write` moves its end).
+        assert_eq!(
+            write.appends[0].info.first_offset, self.log_end_offset,
+            "a direct write starts at the log end offset"
+        );
         self.staging.in_flight_end = Some(write.end_offset());
         Ok(Some(write))
     }
@@ -203,10 +214,18 @@ impl Log {
         if w.dma.is_none() {
             w.dma = write.dma.clone();
         }
+        // The pair of `begin_write`'s checks: the writer's tail block and
+        // the segment both end where the write's log bytes end.
+        assert_eq!(w.logical_end(), Some(write.end_pos()));
         let position = seg.size_bytes;
         for a in &write.appends {
             seg.append_written(&a.records, &a.info)?;
         }
+        assert_eq!(
+            seg.size_bytes,
+            write.end_pos(),
+            "the segment ends where the write did"
+        );
         let first_offset = self.log_end_offset;
         self.log_end_offset = write.end_offset();
         if let Some(bytes) = write.written {
@@ -240,7 +259,8 @@ impl Log {
                 .tail
                 .read(start_offset, max_bytes, max_offset_exclusive, min_one_batch)?;
         let seg = self.segments.get(&r.segment_base)?;
-        debug_assert!(r.position + r.bytes.len() as u64 <= seg.size_bytes());
+        // Never past the logical end: the file's zero padding is not log.
+        assert!(r.position + r.bytes.len() as u64 <= seg.size_bytes());
         Some(ReadInfo {
             slice: Some(FileSlice {
                 file: seg.log.shared(),

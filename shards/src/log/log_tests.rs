@@ -82,7 +82,6 @@ in_both_modes!(
     a_crashed_active_index_reads_as_its_entries,
     for_each_batch_from_visits_later_batches,
     flush_policies_move_the_recovery_point,
-    rejects_bad_appends
 );
 
 #[path = "log_direct_tests.rs"]
@@ -795,16 +794,47 @@ fn flush_policies_move_the_recovery_point() {
     assert!(!dir.path().exists());
 }
 
-fn rejects_bad_appends() {
+/// An append whose first offset is not the log end offset is a caller's
+/// bug (see `check_append_shape`): it panics before touching the log.
+fn append_off_the_log_end() {
     let dir = test_dir();
     let (mut log, _) = open(dir.path(), base_config(), 0);
     let b = build_batch(5, 1, NOW, 10);
-    assert!(log.append(&b, &append_info(&b), NOW).is_err());
+    let _ = log.append(&b, &append_info(&b), NOW);
+}
+
+/// So is an append whose bytes are not the ones validation described.
+fn append_of_other_bytes() {
+    let dir = test_dir();
+    let (mut log, _) = open(dir.path(), base_config(), 0);
     let b = build_batch(0, 1, NOW, 10);
     let mut info = append_info(&b);
     info.valid_bytes += 1;
-    assert!(log.append(&b, &info, NOW).is_err());
-    assert_eq!(log.log_end_offset(), 0);
+    let _ = log.append(&b, &info, NOW);
+}
+
+#[test]
+#[should_panic(expected = "append at offset 5 but the next offset is 0")]
+fn buffered_append_off_the_log_end_is_a_bug() {
+    run_in(IoMode::Buffered, append_off_the_log_end);
+}
+
+#[test]
+#[should_panic(expected = "append at offset 5 but the next offset is 0")]
+fn direct_append_off_the_log_end_is_a_bug() {
+    run_in(IoMode::Direct, append_off_the_log_end);
+}
+
+#[test]
+#[should_panic(expected = "bad append")]
+fn buffered_append_of_other_bytes_is_a_bug() {
+    run_in(IoMode::Buffered, append_of_other_bytes);
+}
+
+#[test]
+#[should_panic(expected = "bad append")]
+fn direct_append_of_other_bytes_is_a_bug() {
+    run_in(IoMode::Direct, append_of_other_bytes);
 }
 
 #[path = "log_roll_sync_tests.rs"]

@@ -147,6 +147,9 @@ impl Partition {
 
     /// maybeIncrementLeaderHW: the smallest log end offset over the
     /// (maximal) ISR; the high watermark never goes back. True if it moved.
+    /// A smaller candidate is normal, not a violation (a follower in the
+    /// ISR that has not fetched this epoch reports -1, one that truncated
+    /// reports less): the high watermark then stays where it is.
     pub fn maybe_increment_high_watermark(&mut self) -> bool {
         let leo = self.log.log_end_offset();
         let mut new_hw = leo;
@@ -161,7 +164,7 @@ impl Partition {
             }
         }
         if new_hw > self.high_watermark() {
-            self.set_high_watermark(new_hw);
+            self.increment_high_watermark(new_hw);
             return true;
         }
         false
@@ -280,6 +283,23 @@ mod tests {
             !p.update_follower_fetch_state(9, 1, NOW_MS),
             "not a replica"
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "passes the log end offset")]
+    fn a_leader_high_watermark_past_the_log_end_is_a_bug() {
+        let mut p = leader_with(10);
+        p.increment_high_watermark(11);
+    }
+
+    #[test]
+    #[should_panic(expected = "goes back")]
+    fn a_leader_high_watermark_going_back_is_a_bug() {
+        let mut p = leader_with(10);
+        p.update_follower_fetch_state(2, 10, NOW_MS);
+        p.update_follower_fetch_state(3, 10, NOW_MS);
+        assert!(p.maybe_increment_high_watermark());
+        p.increment_high_watermark(5);
     }
 
     #[test]

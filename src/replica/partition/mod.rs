@@ -221,11 +221,43 @@ impl Partition {
         self.hw
     }
 
-    /// Sets the high watermark, at most the log end offset. A leader's only
-    /// grows (`replication::maybe_increment_high_watermark`); a follower's
-    /// follows the leader's and may drop after truncation.
+    /// Kafka's `UnifiedLog.updateHighWatermark`: sets the high watermark to
+    /// a value this partition does not control, clamped to the log. Its
+    /// callers: the `replication-offset-checkpoint` read at start-up (disk
+    /// input, which may name offsets recovery truncated away, or 0 below a
+    /// later log start), a follower taking the leader's high watermark (it
+    /// may drop when leadership moves) and a follower's truncation. So the
+    /// value may go down and may lie outside the log; both are clamped
+    /// rather than asserted. A leader moves its own high watermark only
+    /// through `increment_high_watermark`, which asserts.
     pub fn set_high_watermark(&mut self, hw: i64) {
         self.hw = hw.clamp(self.log.log_start_offset(), self.log.log_end_offset());
+    }
+
+    /// Kafka's `UnifiedLog.maybeIncrementHighWatermark`, once the leader has
+    /// decided to move (`replication::maybe_increment_high_watermark`): the
+    /// leader's high watermark only grows and never passes its log end
+    /// offset (Kafka throws IllegalArgumentException there). A violation is
+    /// a bug in the caller, never bad input.
+    pub(crate) fn increment_high_watermark(&mut self, new_hw: i64) {
+        let (old_hw, leo) = (self.hw, self.log.log_end_offset());
+        assert!(
+            new_hw > old_hw,
+            "{}-{}: high watermark from {old_hw} to {new_hw} goes back",
+            self.topic,
+            self.partition
+        );
+        assert!(
+            new_hw <= leo,
+            "{}-{}: high watermark {new_hw} passes the log end offset {leo}",
+            self.topic,
+            self.partition
+        );
+        // Retention deletes segments without looking at the high watermark
+        // (Kafka's deletes only below it), so the log start may have passed
+        // it: start there, as `set_high_watermark` would.
+        self.hw = new_hw.max(self.log.log_start_offset());
+        assert!(self.hw > old_hw && self.hw <= leo);
     }
 
     /// Validates, deduplicates (idempotent producers), assigns offsets and
