@@ -19,6 +19,6 @@ pub mod parts;
 mod replica_manager;
 mod roll_sync;
 
-pub use partitions::{Partitions, DEFAULT_CLEANER_BACKOFF_MS, REPLICATION_OFFSET_CHECKPOINT_FILE};
+pub use partitions::{Partitions, DEFAULT_CLEANER_BACKOFF_MS};
 pub use parts::*;
 pub use replica_manager::{ReplicaConfig, ReplicaManager};

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 
-use kshard_shards::log::checkpoint::{OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE};
+use kshard_shards::log::checkpoint::{
+    OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+};
 use kshard_shards::log::cleaner::{CleanerConfig, LogCleaner, Step};
 use kshard_shards::log::config::IoMode;
 use kshard_shards::log::validate::Validator;
@@ -77,9 +79,6 @@ fn read_high_watermarks(log_dir: &std::path::Path) -> HashMap<(String, i32), i64
         }
     }
 }
-
-/// Kafka's high watermark checkpoint file.
-pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 
 fn leader_epoch_error(requested: i32, current: i32) -> Option<ErrorCode> {
     if requested < 0 || requested == current {

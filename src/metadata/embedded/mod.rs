@@ -713,10 +713,8 @@ impl MetadataStore for EmbeddedStore {
     }
 }
 
-#[path = "embedded_codec.rs"]
 mod codec;
 use codec::{decode_effects, decode_log_header, decode_snapshot, encode_record, encode_snapshot};
 
 #[cfg(test)]
-#[path = "embedded_tests.rs"]
 mod tests;

@@ -776,5 +776,4 @@ pub fn generate_broker_id(
 }
 
 #[cfg(test)]
-#[path = "topics_tests.rs"]
 mod tests;

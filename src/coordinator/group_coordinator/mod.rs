@@ -765,5 +765,4 @@ impl GroupCoordinator {
 }
 
 #[cfg(test)]
-#[path = "group_coordinator_tests.rs"]
 mod tests;
