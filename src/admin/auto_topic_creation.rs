@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::rc::Rc;
 
-use crate::admin::embedded::{self, NewTopic};
+use crate::admin::embedded::NewTopic;
 use crate::admin::AdminError;
 use crate::admin::TopicAdmin;
 use crate::metadata::topics;
@@ -106,7 +106,7 @@ async fn drain(ctx: Rc<TopicAdmin>) {
             assignment: None,
             configs: BTreeMap::new(),
         };
-        match embedded::create_topic(&ctx, t, false).await {
+        match ctx.create_topic(t, false).await {
             Ok(_) => {}
             Err(AdminError { code, .. }) if code == errors::TOPIC_ALREADY_EXISTS => {}
             Err(AdminError { message, .. }) => log::warn!("auto-creating topic {name}: {message}"),

@@ -1,7 +1,9 @@
-//! The controller, hosted on shard 0: the only writer of the metadata store
-//! and of the metadata image. Topic creation, deletion and partition increase
-//! write Kafka's ZooKeeper layout to the store, open or delete logs on the
-//! owning shards, then publish a new image to every shard.
+//! A single broker's topic admin over the embedded store, hosted on shard 0:
+//! the only writer of the metadata store and of the metadata image (what
+//! ZooKeeper and the KafkaController are to a cluster). Topic creation,
+//! deletion and partition increase write Kafka's ZooKeeper layout to the
+//! store, open or delete logs on the owning shards, then publish a new image
+//! to every shard. It also hands out producer-id blocks.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
@@ -11,7 +13,7 @@ use uuid::Uuid;
 
 use crate::admin::limits::check_partitions_per_request;
 use crate::admin::TopicAdmin;
-use crate::admin::{AdminError, AdminResult};
+use crate::admin::{validate, AdminError, AdminResult};
 use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
 use crate::metadata::embedded::EmbeddedStore;
@@ -34,7 +36,8 @@ pub struct NewTopic {
     pub configs: BTreeMap<String, String>,
 }
 
-pub struct Controller {
+/// The embedded store and what the admin keeps beside it.
+pub struct EmbeddedAdmin {
     store: EmbeddedStore,
     config: Arc<BrokerConfig>,
     broker_id: i32,
@@ -48,10 +51,13 @@ fn store_err(e: StoreError) -> AdminError {
     AdminError::new(errors::UNKNOWN_SERVER_ERROR, format!("metadata store: {e}"))
 }
 
-impl Controller {
+impl EmbeddedAdmin {
     /// Opens the controller over an opened store: registers this broker,
     /// takes the controller role (embedded: always this broker).
-    pub fn open(mut store: EmbeddedStore, config: Arc<BrokerConfig>) -> Result<Controller, String> {
+    pub fn open(
+        mut store: EmbeddedStore,
+        config: Arc<BrokerConfig>,
+    ) -> Result<EmbeddedAdmin, String> {
         let broker_id = config.effective_broker_id();
         topics::ensure_base_paths(&mut store).map_err(|e| format!("metadata store: {e}"))?;
         let now = crate::util::now_ms() as i64;
@@ -65,7 +71,7 @@ impl Controller {
         .map_err(|e| format!("registering broker {broker_id}: {e}"))?;
         topics::elect_controller(&mut store, broker_id, now)
             .map_err(|e| format!("controller election: {e}"))?;
-        Ok(Controller {
+        Ok(EmbeddedAdmin {
             store,
             config,
             broker_id,
@@ -163,9 +169,9 @@ impl Controller {
     }
 }
 
-fn controller(ctx: &TopicAdmin) -> &std::cell::RefCell<Controller> {
+fn embedded(ctx: &TopicAdmin) -> &std::cell::RefCell<EmbeddedAdmin> {
     assert_eq!(ctx.shard_id, CONTROLLER_SHARD);
-    ctx.controller.as_ref().expect("controller shard")
+    ctx.embedded.as_ref().expect("the controller shard")
 }
 
 /// Opens logs for `partitions` of `topic` on their owning shards.
@@ -262,38 +268,18 @@ pub async fn create_topic(
     t: NewTopic,
     validate_only: bool,
 ) -> AdminResult<Arc<TopicInfo>> {
-    if ctx.cluster.is_some() {
-        return crate::admin::zk::create_topic(ctx, t, validate_only).await;
-    }
     let config = &ctx.config;
-    topics::validate_topic_name(&t.name)
-        .map_err(|m| AdminError::new(errors::INVALID_TOPIC_EXCEPTION, m))?;
     let image = ctx.metadata.image();
-    if image.topic(&t.name).is_some() {
-        return Err(AdminError::topic_exists(&t.name));
-    }
+    validate::check_new_topic(&t, &image)?;
     let live_brokers = image.brokers.len().max(1) as i32;
     let broker_id = config.effective_broker_id();
     let assignment = match &t.assignment {
         Some(a) => {
-            if t.num_partitions != -1 || t.replication_factor != -1 {
-                return Err(AdminError::counts_and_assignment());
-            }
-            check_partitions_per_request(a.len() as i64)?;
             validate_manual_assignment(a, &image)?;
             a.clone()
         }
         None => {
-            let partitions = if t.num_partitions == -1 {
-                config.num_partitions
-            } else {
-                t.num_partitions
-            };
-            let rf = if t.replication_factor == -1 {
-                config.default_replication_factor as i16
-            } else {
-                t.replication_factor
-            };
+            let (partitions, rf) = validate::requested_counts(&t, config);
             if partitions <= 0 {
                 return Err(AdminError::new(
                     errors::INVALID_PARTITIONS,
@@ -318,32 +304,19 @@ pub async fn create_topic(
             single_broker_assignment(partitions, rf, broker_id, 0)
         }
     };
-    let topic_config = TopicConfig::from_overrides(config, &t.configs)
-        .map_err(|e| AdminError::new(errors::INVALID_CONFIG, e.to_string()))?;
+    let topic_config = validate::topic_config(&t, config)?;
     let topic_id_bytes = topics::random_uuid();
-    let info = Arc::new(TopicInfo {
-        name: t.name.clone(),
-        topic_id: Uuid::from_bytes(topic_id_bytes),
-        partitions: assignment
-            .iter()
-            .map(|(p, replicas)| PartitionInfo {
-                partition: *p,
-                leader: replicas[0],
-                leader_epoch: 0,
-                replicas: replicas.clone(),
-                isr: replicas.clone(),
-                offline_replicas: Vec::new(),
-            })
-            .collect(),
-        overrides: topic_config.overrides.clone(),
-        config: Arc::new(topic_config),
-        is_internal: t.name.starts_with("__"),
-    });
+    let info = validate::new_topic_info(
+        &t.name,
+        Uuid::from_bytes(topic_id_bytes),
+        &assignment,
+        topic_config,
+    );
     if validate_only {
         return Ok(info);
     }
     {
-        let mut c = controller(ctx).borrow_mut();
+        let mut c = embedded(ctx).borrow_mut();
         if c.deleting.contains(&t.name) {
             return Err(AdminError::new(
                 errors::TOPIC_ALREADY_EXISTS,
@@ -381,15 +354,12 @@ pub async fn create_topic(
 }
 
 pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid> {
-    if ctx.cluster.is_some() {
-        return crate::admin::zk::delete_topic(ctx, name).await;
-    }
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
         return Err(AdminError::unknown_topic_partition());
     };
     {
-        let mut c = controller(ctx).borrow_mut();
+        let mut c = embedded(ctx).borrow_mut();
         match topics::mark_topic_for_deletion(&mut c.store, name) {
             Ok(()) | Err(StoreError::NodeExists(_)) => {}
             Err(e) => return Err(store_err(e)),
@@ -412,7 +382,7 @@ pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid>
         }));
     }
     join_all(calls).await;
-    controller(ctx).borrow_mut().deleting.remove(name);
+    embedded(ctx).borrow_mut().deleting.remove(name);
     log::info!("deleted topic {name}");
     Ok(info.topic_id)
 }
@@ -424,16 +394,6 @@ pub async fn create_partitions(
     assignment: Option<Vec<Vec<i32>>>,
     validate_only: bool,
 ) -> AdminResult<()> {
-    if ctx.cluster.is_some() {
-        return crate::admin::zk::create_partitions(
-            ctx,
-            name,
-            new_total,
-            assignment,
-            validate_only,
-        )
-        .await;
-    }
     let image = ctx.metadata.image();
     let Some(info) = image.topic(name).cloned() else {
         return Err(AdminError::no_such_topic(name));
@@ -480,19 +440,12 @@ pub async fn create_partitions(
         return Ok(());
     }
     {
-        let mut c = controller(ctx).borrow_mut();
+        let mut c = embedded(ctx).borrow_mut();
         topics::add_partitions(&mut c.store, name, &added).map_err(store_err)?;
     }
     let mut next = (*info).clone();
     for (p, replicas) in &added {
-        next.partitions.push(PartitionInfo {
-            partition: *p,
-            leader: replicas[0],
-            leader_epoch: 0,
-            replicas: replicas.clone(),
-            isr: replicas.clone(),
-            offline_replicas: Vec::new(),
-        });
+        next.partitions.push(validate::new_partition(*p, replicas));
     }
     let next = Arc::new(next);
     let new_ids: Vec<i32> = added.keys().copied().collect();
@@ -500,9 +453,4 @@ pub async fn create_partitions(
     ctx.metadata
         .publish(ctx.metadata.image().with_topic((*next).clone()));
     Ok(())
-}
-
-/// Auto-creation from Metadata requests: queued for the background, answered at once.
-pub async fn auto_create_topics(ctx: &Rc<TopicAdmin>, names: &[String]) -> Vec<ErrorCode> {
-    crate::admin::auto_topic_creation::request_creation(ctx, names)
 }

@@ -1,11 +1,14 @@
-//! Topic administration (Kafka's ZkAdminManager and, on a single broker, the
-//! embedded store's equivalent): CreateTopics, DeleteTopics, CreatePartitions,
-//! auto-creation, Kafka's replica placement and the request limits.
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions and
+//! auto-creation, as Kafka's ZkAdminManager (`zk.rs`) in cluster mode and
+//! over the embedded store on a single broker (`embedded.rs`); the checks
+//! both share (`validate.rs`), Kafka's replica placement (`assignment/`) and
+//! the request limits. The mode is fixed when the broker starts.
 
 pub mod assignment;
 pub mod auto_topic_creation;
 pub mod embedded;
 pub mod limits;
+pub mod validate;
 pub mod zk;
 
 use std::cell::RefCell;
@@ -14,7 +17,7 @@ use std::sync::Arc;
 
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
-use crate::metadata::metadata_cache::MetadataCache;
+use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::errors::{self, ErrorCode};
 use crate::router::Router;
 
@@ -30,7 +33,7 @@ pub struct TopicAdmin {
     pub cluster: Option<Arc<ClusterHandle>>,
     /// A single broker's topic admin over the embedded store; only on the
     /// controller shard.
-    pub controller: Option<RefCell<embedded::Controller>>,
+    pub embedded: Option<RefCell<embedded::EmbeddedAdmin>>,
 }
 
 impl TopicAdmin {
@@ -39,7 +42,7 @@ impl TopicAdmin {
         config: Arc<BrokerConfig>,
         metadata: Arc<MetadataCache>,
         cluster: Option<Arc<ClusterHandle>>,
-        controller: Option<embedded::Controller>,
+        embedded: Option<embedded::EmbeddedAdmin>,
     ) -> Self {
         TopicAdmin {
             shard_id: router.shard_id,
@@ -48,12 +51,58 @@ impl TopicAdmin {
             config,
             metadata,
             cluster,
-            controller: controller.map(RefCell::new),
+            embedded: embedded.map(RefCell::new),
         }
     }
 
     pub fn owner_of(&self, topic: &str, partition: i32) -> usize {
         self.router.owner_of(topic, partition)
+    }
+
+    /// Cluster mode: topics live in ZooKeeper, as Kafka's ZkAdminManager.
+    fn is_zk(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    pub async fn create_topic(
+        self: &Rc<Self>,
+        t: embedded::NewTopic,
+        validate_only: bool,
+    ) -> AdminResult<Arc<TopicInfo>> {
+        if self.is_zk() {
+            zk::create_topic(self, t, validate_only).await
+        } else {
+            embedded::create_topic(self, t, validate_only).await
+        }
+    }
+
+    /// Deletes a topic; returns its id.
+    pub async fn delete_topic(self: &Rc<Self>, name: &str) -> AdminResult<uuid::Uuid> {
+        if self.is_zk() {
+            zk::delete_topic(self, name).await
+        } else {
+            embedded::delete_topic(self, name).await
+        }
+    }
+
+    pub async fn create_partitions(
+        self: &Rc<Self>,
+        name: &str,
+        new_total: i32,
+        assignment: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> AdminResult<()> {
+        if self.is_zk() {
+            zk::create_partitions(self, name, new_total, assignment, validate_only).await
+        } else {
+            embedded::create_partitions(self, name, new_total, assignment, validate_only).await
+        }
+    }
+
+    /// Auto-creation from Metadata requests: queued for the background,
+    /// answered at once with one code per name.
+    pub fn auto_create_topics(self: &Rc<Self>, names: &[String]) -> Vec<ErrorCode> {
+        auto_topic_creation::request_creation(self, names)
     }
 }
 

@@ -15,9 +15,8 @@ use crate::admin::assignment::{self, BrokerMetadata};
 use crate::admin::embedded::NewTopic;
 use crate::admin::limits::check_partitions_per_request;
 use crate::admin::TopicAdmin;
-use crate::admin::{AdminError, AdminResult};
-use crate::config::topic::TopicConfig;
-use crate::metadata::metadata_cache::{MetadataImage, PartitionInfo, TopicInfo};
+use crate::admin::{validate, AdminError, AdminResult};
+use crate::metadata::metadata_cache::{MetadataImage, TopicInfo};
 use crate::metadata::topics;
 use crate::metadata::{MetadataStore, StoreError};
 use crate::protocol::errors;
@@ -89,19 +88,11 @@ pub async fn create_topic(
 ) -> AdminResult<Arc<TopicInfo>> {
     let cluster = ctx.cluster.clone().expect("cluster mode");
     let config = &ctx.config;
-    topics::validate_topic_name(&t.name)
-        .map_err(|m| AdminError::new(errors::INVALID_TOPIC_EXCEPTION, m))?;
     let image = ctx.metadata.image();
-    if image.topic(&t.name).is_some() {
-        return Err(AdminError::topic_exists(&t.name));
-    }
+    validate::check_new_topic(&t, &image)?;
     let brokers = brokers_of(&image);
     let assignment = match &t.assignment {
         Some(a) => {
-            if t.num_partitions != -1 || t.replication_factor != -1 {
-                return Err(AdminError::counts_and_assignment());
-            }
-            check_partitions_per_request(a.len() as i64)?;
             let listed: Vec<(i32, Vec<i32>)> = a.iter().map(|(p, r)| (*p, r.clone())).collect();
             let map = assignment::validate_manual_assignment(&listed).map_err(assignment_err)?;
             // ZooKeeper-mode Kafka would write partitions that can never
@@ -115,16 +106,7 @@ pub async fn create_topic(
             map
         }
         None => {
-            let partitions = if t.num_partitions == -1 {
-                config.num_partitions
-            } else {
-                t.num_partitions
-            };
-            let rf = if t.replication_factor == -1 {
-                config.default_replication_factor as i16
-            } else {
-                t.replication_factor
-            };
+            let (partitions, rf) = validate::requested_counts(&t, config);
             check_partitions_per_request(i64::from(partitions))?;
             assignment::assign_replicas_to_brokers(
                 &brokers,
@@ -137,27 +119,14 @@ pub async fn create_topic(
             .map_err(assignment_err)?
         }
     };
-    let topic_config = TopicConfig::from_overrides(config, &t.configs)
-        .map_err(|e| AdminError::new(errors::INVALID_CONFIG, e.to_string()))?;
+    let topic_config = validate::topic_config(&t, config)?;
     let topic_id = topics::random_uuid();
-    let info = Arc::new(TopicInfo {
-        name: t.name.clone(),
-        topic_id: Uuid::from_bytes(topic_id),
-        partitions: assignment
-            .iter()
-            .map(|(p, replicas)| PartitionInfo {
-                partition: *p,
-                leader: replicas.first().copied().unwrap_or(-1),
-                leader_epoch: 0,
-                replicas: replicas.clone(),
-                isr: replicas.clone(),
-                offline_replicas: Vec::new(),
-            })
-            .collect(),
-        overrides: topic_config.overrides.clone(),
-        config: Arc::new(topic_config),
-        is_internal: t.name.starts_with("__"),
-    });
+    let info = validate::new_topic_info(
+        &t.name,
+        Uuid::from_bytes(topic_id),
+        &assignment,
+        topic_config,
+    );
     if validate_only {
         return Ok(info);
     }

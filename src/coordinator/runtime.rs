@@ -13,7 +13,7 @@ use kshard_shards::log::read_slice_bytes;
 use kshard_shards::log::records::{decompress, RecordIter};
 
 use super::{CoordinatorConfig, GroupCoordinator, OffsetsLog, OFFSETS_TOPIC};
-use crate::admin::embedded::{self, NewTopic};
+use crate::admin::embedded::NewTopic;
 use crate::admin::AdminError;
 use crate::admin::TopicAdmin;
 use crate::protocol::errors;
@@ -132,9 +132,7 @@ impl CoordinatorRuntime {
                 assignment: None,
                 configs,
             };
-            if let Err(AdminError { code, message }) =
-                embedded::create_topic(&self.admin, t, false).await
-            {
+            if let Err(AdminError { code, message }) = self.admin.create_topic(t, false).await {
                 log::error!("creating {OFFSETS_TOPIC}: error {code}: {message}");
             }
         }

@@ -16,7 +16,6 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::admin::embedded;
 use crate::admin::limits::{check_partitions_per_request, create_partitions_added};
 use crate::admin::AdminError;
 use crate::handlers::KafkaApis;
@@ -96,14 +95,15 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 Some("Duplicate topic in request.".to_string()),
             ),
             Plan::Create => {
-                let r = embedded::create_partitions(
-                    &ctx.admin,
-                    t.name.0.as_str(),
-                    t.count,
-                    assignment(t),
-                    request.validate_only,
-                )
-                .await;
+                let r = ctx
+                    .admin
+                    .create_partitions(
+                        t.name.0.as_str(),
+                        t.count,
+                        assignment(t),
+                        request.validate_only,
+                    )
+                    .await;
                 match r {
                     // Done, but Kafka does not wait for it without a positive timeout.
                     Ok(()) if !request.validate_only && request.timeout_ms <= 0 => {

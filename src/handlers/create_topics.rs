@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{respond, HandlerResult};
-use crate::admin::embedded::{self, NewTopic};
+use crate::admin::embedded::NewTopic;
 use crate::admin::limits::{check_partitions_per_request, create_topics_partitions};
 use crate::admin::AdminError;
 use crate::config::topic_config_entries;
@@ -60,7 +60,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             match to_new_topic(t) {
                 Err(AdminError { code, message }) => failed(code, Some(message)),
                 Ok(new_topic) => {
-                    match embedded::create_topic(&ctx.admin, new_topic, validate_only).await {
+                    match ctx.admin.create_topic(new_topic, validate_only).await {
                         // Kafka (ZooKeeper mode) creates the topic but does not wait
                         // for it without a positive timeout.
                         Ok(_) if !validate_only && request.timeout_ms <= 0 => {

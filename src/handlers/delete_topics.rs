@@ -16,7 +16,6 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::{respond, HandlerResult};
-use crate::admin::embedded;
 use crate::admin::AdminError;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
@@ -136,7 +135,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         let outcome = if image.topic(&name).is_none() {
             (errors::UNKNOWN_TOPIC_OR_PARTITION, None)
         } else {
-            match embedded::delete_topic(&ctx.admin, &name).await {
+            match ctx.admin.delete_topic(&name).await {
                 Ok(_) => {
                     remove_committed_offsets(ctx, &name);
                     // Deleted, but Kafka does not wait for it without a positive timeout.

@@ -178,7 +178,7 @@ fn broker_entries(image: &MetadataImage, v: i16) -> Vec<MetadataResponseBroker> 
 async fn request_auto_creation(ctx: &Rc<KafkaApis>, missing: Vec<String>) {
     let n = missing.len();
     let codes = if ctx.shard_id == CONTROLLER_SHARD {
-        crate::admin::embedded::auto_create_topics(&ctx.admin, &missing).await
+        ctx.admin.auto_create_topics(&missing)
     } else {
         match ctx
             .router

@@ -72,7 +72,7 @@ async fn with_store<T: Send + 'static>(
     }
     let controller = ctx
         .admin
-        .controller
+        .embedded
         .as_ref()
         .ok_or("offsets v0: no metadata store on this shard")?;
     Ok(f(controller.borrow_mut().store_mut()))

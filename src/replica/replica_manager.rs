@@ -19,7 +19,8 @@ use kshard_shards::log::config::IoMode;
 use kshard_shards::log::read_cache::{ReadCache, DEFAULT_READ_CACHE_CAPACITY_BYTES};
 use kshard_shards::mailbox::LocalBoxFuture;
 use kshard_shards::oneshot;
-use kshard_shards::timer::purgatory::Purgatory;
+use kshard_shards::placement;
+use kshard_shards::timer::purgatory::{DelayedOperation, Purgatory};
 
 use super::delayed_fetch::{DelayedFetch, FetchWaitState};
 use super::delayed_produce::{DelayedProduce, ProduceWait};
@@ -44,6 +45,7 @@ type PartitionKey = (String, i32);
 /// What a shard's ReplicaManager is built from.
 pub struct ReplicaConfig {
     pub shard_id: usize,
+    pub nr_shards: usize,
     pub broker_id: i32,
     pub log_dir: PathBuf,
     /// (recovery point, log start offset) per partition from the checkpoints.
@@ -56,6 +58,7 @@ pub struct ReplicaConfig {
 
 pub struct ReplicaManager {
     pub shard_id: usize,
+    nr_shards: usize,
     pub broker_id: i32,
     pub config: Arc<BrokerConfig>,
     pub metadata: Arc<MetadataCache>,
@@ -94,8 +97,10 @@ impl ReplicaManager {
         partitions.set_cluster_mode(rc.cluster.is_some());
         partitions.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
         let now = now_ms();
+        assert!(rc.shard_id < rc.nr_shards);
         ReplicaManager {
             shard_id: rc.shard_id,
+            nr_shards: rc.nr_shards,
             broker_id: rc.broker_id,
             replica_fetchers: RefCell::new(ReplicaFetcherManager::new(
                 rc.shard_id,
@@ -128,6 +133,15 @@ impl ReplicaManager {
         self.shutting_down.get()
     }
 
+    /// A partition is touched only by the shard that owns it.
+    fn assert_owned(&self, topic: &str, partition: i32) {
+        assert_eq!(
+            placement::shard_for(topic, partition, self.nr_shards),
+            self.shard_id,
+            "{topic}-{partition} belongs to another shard"
+        );
+    }
+
     /// Kafka's `appendRecords`: appends each part on its partition now, then
     /// waits as `acks` asks (acks=all: the high watermark; acks=1: a staged
     /// direct-mode append written) in a DelayedProduce.
@@ -138,6 +152,9 @@ impl ReplicaManager {
         timeout_ms: u64,
     ) -> LocalBoxFuture<Vec<ProducePartResult>> {
         let now = now_ms();
+        for part in &parts {
+            self.assert_owned(&part.topic, part.partition);
+        }
         let mut waiting = Vec::new();
         let results: Vec<ProducePartResult> = {
             let mut partitions = self.partitions_mut();
@@ -191,6 +208,9 @@ impl ReplicaManager {
         mut budget: FetchBudget,
     ) -> Vec<FetchPartResult> {
         let now = now_ms() as i64;
+        for part in parts {
+            self.assert_owned(&part.topic, part.partition);
+        }
         let results = {
             let mut partitions = self.partitions_mut();
             parts
@@ -267,6 +287,9 @@ impl ReplicaManager {
 
     /// Opens (creating if needed) this shard's logs of `topic`.
     pub fn open_logs(&self, topic: &TopicInfo, partition_ids: &[i32]) {
+        for &p in partition_ids {
+            self.assert_owned(&topic.name, p);
+        }
         let opened = self
             .partitions_mut()
             .open_partitions(topic, partition_ids, now_ms() as i64);
@@ -312,6 +335,9 @@ impl ReplicaManager {
         parts: Vec<RoleChange>,
         leaders: Arc<Vec<LeaderEndpoint>>,
     ) -> LocalBoxFuture<Vec<ErrorCode>> {
+        for p in &parts {
+            self.assert_owned(&topic.name, p.partition);
+        }
         let ids: Vec<PartitionKey> = parts
             .iter()
             .map(|p| (topic.name.clone(), p.partition))
@@ -423,20 +449,22 @@ impl ReplicaManager {
 
     /// Registers a delayed fetch and makes sure the ticker wakes by its deadline.
     fn watch_fetch(&self, op: DelayedFetch, deadline_ms: u64, keys: &[PartitionKey]) {
-        let completed = self.fetch_purgatory.borrow_mut().try_complete_else_watch(
-            &self.partitions.borrow(),
-            op,
-            deadline_ms,
-            keys,
-        );
-        if !completed {
-            self.wake_ticker_by(deadline_ms);
-        }
+        self.watch(&self.fetch_purgatory, op, deadline_ms, keys);
     }
 
     /// Parks an acks=all produce until its offsets are committed.
     fn watch_produce(&self, op: DelayedProduce, deadline_ms: u64, keys: &[PartitionKey]) {
-        let completed = self.produce_purgatory.borrow_mut().try_complete_else_watch(
+        self.watch(&self.produce_purgatory, op, deadline_ms, keys);
+    }
+
+    fn watch<Op: DelayedOperation<Partitions>>(
+        &self,
+        purgatory: &RefCell<Purgatory<PartitionKey, Op, Partitions>>,
+        op: Op,
+        deadline_ms: u64,
+        keys: &[PartitionKey],
+    ) {
+        let completed = purgatory.borrow_mut().try_complete_else_watch(
             &self.partitions.borrow(),
             op,
             deadline_ms,

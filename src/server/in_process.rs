@@ -24,7 +24,7 @@ use glommio::{LocalExecutor, LocalExecutorBuilder, Placement};
 use kafka_protocol::messages::ApiKey;
 use kshard_shards::mailbox::MailboxBuilder;
 
-use crate::admin::embedded::Controller;
+use crate::admin::embedded::EmbeddedAdmin;
 use crate::config::BrokerConfig;
 use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
@@ -257,7 +257,7 @@ async fn start_shard(
     std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
     let store = EmbeddedStore::open(&config.metadata_dir())
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
-    let mut controller = Controller::open(store, config.clone())?;
+    let mut controller = EmbeddedAdmin::open(store, config.clone())?;
     let image = controller.build_image()?;
     crate::metadata::meta_properties::write_meta_properties(
         &log_dir,

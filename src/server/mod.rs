@@ -21,7 +21,7 @@ use glommio::Task;
 
 use kshard_shards::mailbox::MailboxBuilder;
 
-use crate::admin::embedded::Controller;
+use crate::admin::embedded::EmbeddedAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::handlers::KafkaApis;
@@ -127,7 +127,7 @@ struct StartupMetadata {
     /// With `broker.id` resolved in cluster mode.
     config: Arc<BrokerConfig>,
     /// The embedded store's single-broker controller (no ZooKeeper).
-    controller: Option<Controller>,
+    controller: Option<EmbeddedAdmin>,
     /// Cluster mode (`zookeeper.connect` set).
     cluster: Option<Arc<ClusterHandle>>,
     image: MetadataImage,
@@ -142,7 +142,7 @@ struct Broker {
     cluster: Option<Arc<ClusterHandle>>,
     mailbox: MailboxBuilder<ShardRequest, ShardResponse>,
     /// The embedded controller, taken by the controller shard.
-    controller: Mutex<Option<Controller>>,
+    controller: Mutex<Option<EmbeddedAdmin>>,
     /// Each shard's entries of the start-up checkpoints, taken by it.
     startup_checkpoints: Mutex<Vec<Option<StartupCheckpoints>>>,
     /// Set by SIGTERM/SIGINT, or by a shard that failed to start.
@@ -219,7 +219,7 @@ fn open_metadata(
     }
     let store = EmbeddedStore::open(&config.metadata_dir())
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
-    let mut controller = Controller::open(store, config.clone())?;
+    let mut controller = EmbeddedAdmin::open(store, config.clone())?;
     let image = controller.build_image()?;
     write_meta_properties(log_dir, config.effective_broker_id(), &image.cluster_id)?;
     Ok(StartupMetadata {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kshard_shards::mailbox::LocalBoxFuture;
 
-use crate::admin::embedded::Controller;
+use crate::admin::embedded::EmbeddedAdmin;
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
@@ -33,7 +33,7 @@ pub struct ShardConfig {
     /// (recovery point, log start offset) per partition, from the checkpoints.
     pub startup_checkpoints: std::collections::HashMap<(String, i32), (i64, i64)>,
     /// The single broker's topic admin; only on the controller shard.
-    pub controller: Option<Controller>,
+    pub controller: Option<EmbeddedAdmin>,
     pub cluster: Option<Arc<ClusterHandle>>,
 }
 
@@ -51,6 +51,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
     };
     let replica_manager = Rc::new(ReplicaManager::new(ReplicaConfig {
         shard_id: sc.shard_id,
+        nr_shards: sc.nr_shards,
         broker_id,
         log_dir: sc.log_dir.clone(),
         startup_checkpoints: sc.startup_checkpoints,
@@ -164,11 +165,11 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
         ShardRequest::Forward { req } => Box::pin(async move {
             ShardResponse::Forwarded(handlers::controller_dispatch(&apis, req).await)
         }),
-        ShardRequest::AutoCreateTopics { names } => Box::pin(async move {
-            ShardResponse::AutoCreated(
-                crate::admin::embedded::auto_create_topics(&apis.admin, &names).await,
+        ShardRequest::AutoCreateTopics { names } => {
+            Box::pin(
+                async move { ShardResponse::AutoCreated(apis.admin.auto_create_topics(&names)) },
             )
-        }),
+        }
         ShardRequest::AllocateProducerId => allocate_producer_id(&apis),
         ShardRequest::CollectCheckpoints => ready(ShardResponse::Checkpoints(rm.checkpoints())),
         ShardRequest::BecomeLeaderOrFollower {
@@ -229,7 +230,7 @@ fn allocate_producer_id(apis: &Rc<KafkaApis>) -> LocalBoxFuture<ShardResponse> {
             async move { ShardResponse::ProducerId(cluster.allocate_producer_id().await) },
         );
     }
-    let r = match &apis.admin.controller {
+    let r = match &apis.admin.embedded {
         Some(c) => c.borrow_mut().allocate_producer_id(),
         None => Err(errors::NOT_CONTROLLER),
     };

@@ -467,7 +467,7 @@ mod tests {
     #[test]
     fn cache_evicts_least_recently_used_like_a_model() {
         for seed in 1..=20u64 {
-            let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let max_sessions = 1 + rng.below(4) as usize;
             let mut cache = FetchSessionCache::new(2, 4, max_sessions, seed);
             let mut model: Vec<(i32, i32, u64)> = Vec::new();
@@ -554,7 +554,7 @@ mod tests {
     #[test]
     fn incremental_contexts_update_the_session_like_a_model() {
         for seed in 1..=20u64 {
-            let mut rng = Rng(seed * 0x2545_f491_4f6c_dd1d);
+            let mut rng = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
             let mut cache = FetchSessionCache::new(0, 1, 8, seed);
             let first = vec![requested("a", 0, 0), unknown(0)];
             let full = FetchMetadata {

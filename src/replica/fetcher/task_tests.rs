@@ -124,6 +124,7 @@ async fn fake_leader(listener: glommio::net::TcpListener, seen: Rc<RefCell<Leade
 fn follower_of_epoch_5(dir: &std::path::Path, config: &Arc<BrokerConfig>) -> Rc<ReplicaManager> {
     let rm = Rc::new(ReplicaManager::new(ReplicaConfig {
         shard_id: 0,
+        nr_shards: 1,
         broker_id: 1,
         log_dir: dir.to_path_buf(),
         startup_checkpoints: HashMap::new(),
