@@ -32,7 +32,7 @@ use crate::config::{BrokerConfig, LogIoMode};
 use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
-use crate::util::now_ms;
+use crate::util::{monotonic_ms, now_ms};
 
 /// The longest a role change or close waits for staged appends to land.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,7 +96,8 @@ impl ReplicaManager {
         partitions.set_cleaner_enabled(config.log_cleaner_enable);
         partitions.set_cluster_mode(rc.cluster.is_some());
         partitions.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
-        let now = now_ms();
+        // The purgatories run on the monotonic clock, as Kafka's (hiResClockMs).
+        let now = monotonic_ms();
         assert!(rc.shard_id < rc.nr_shards);
         ReplicaManager {
             shard_id: rc.shard_id,
@@ -152,6 +153,7 @@ impl ReplicaManager {
         timeout_ms: u64,
     ) -> LocalBoxFuture<Vec<ProducePartResult>> {
         let now = now_ms();
+        let deadline_ms = monotonic_ms() + timeout_ms;
         for part in &parts {
             self.assert_owned(&part.topic, part.partition);
         }
@@ -191,7 +193,7 @@ impl ReplicaManager {
             results,
             done: Some(tx),
         };
-        self.watch_produce(op, now + timeout_ms, &keys);
+        self.watch_produce(op, deadline_ms, &keys);
         Box::pin(async move {
             rx.await.unwrap_or_else(|_| {
                 // The purgatory dropped the operation (the shard is closing).
@@ -249,7 +251,7 @@ impl ReplicaManager {
             slot,
             done: Some(tx),
         };
-        self.watch_fetch(op, now_ms() + max_wait_ms, &keys);
+        self.watch_fetch(op, monotonic_ms() + max_wait_ms, &keys);
         Box::pin(async move {
             let _ = rx.await;
         })
@@ -505,7 +507,7 @@ impl ReplicaManager {
     /// The purgatory ticker: advances the timing wheels to the next deadline.
     pub async fn run_purgatory_ticker(self: Rc<Self>) {
         while !self.is_shutting_down() {
-            let now = now_ms();
+            let now = monotonic_ms();
             let next_ms = {
                 let partitions = self.partitions.borrow();
                 let mut fetches = self.fetch_purgatory.borrow_mut();

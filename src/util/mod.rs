@@ -5,5 +5,5 @@ pub mod alloc_guard;
 pub mod clock;
 pub mod java_hash;
 
-pub use clock::now_ms;
+pub use clock::{monotonic_ms, now_ms};
 pub use java_hash::java_string_hash;
