@@ -308,8 +308,13 @@ impl ReplicaManager {
         self.partitions().checkpoints()
     }
 
-    /// Deletes this shard's logs of `topic`, once its staged appends landed.
-    pub fn delete_logs(self: &Rc<Self>, topic: String) -> LocalBoxFuture<()> {
+    /// Deletes this shard's logs of `topic`, once its staged appends landed;
+    /// `then` runs right after, in the same step.
+    pub fn delete_logs(
+        self: &Rc<Self>,
+        topic: String,
+        then: impl FnOnce(&str) + 'static,
+    ) -> LocalBoxFuture<()> {
         let delete = |rm: &Rc<Self>, topic: &str| {
             let ids = rm.partitions().partition_ids(topic);
             if let Err(e) = rm.partitions_mut().delete_topic(topic) {
@@ -326,7 +331,10 @@ impl ReplicaManager {
             .into_iter()
             .map(|p| (topic.clone(), p))
             .collect();
-        self.run_quiesced(ids, move |rm| delete(rm, &topic))
+        self.run_quiesced(ids, move |rm| {
+            delete(rm, &topic);
+            then(&topic);
+        })
     }
 
     /// Kafka's `becomeLeaderOrFollower` for one topic's partitions on this
@@ -361,12 +369,13 @@ impl ReplicaManager {
     }
 
     /// StopReplica: closes (with `delete`, removes) this shard's logs of
-    /// `topic`'s `parts`.
+    /// `topic`'s `parts`; `then` runs right after, in the same step.
     pub fn stop_replicas(
         self: &Rc<Self>,
         topic: String,
         parts: Vec<StopReplicaPart>,
         delete: bool,
+        then: impl FnOnce(&str) + 'static,
     ) -> LocalBoxFuture<Vec<ErrorCode>> {
         let ids: Vec<PartitionKey> = parts.iter().map(|p| (topic.clone(), p.partition)).collect();
         self.run_quiesced(ids, move |rm| {
@@ -374,6 +383,7 @@ impl ReplicaManager {
             for p in &parts {
                 rm.on_high_watermark_advanced(&topic, p.partition);
             }
+            then(&topic);
             codes
         })
     }
@@ -538,12 +548,17 @@ impl ReplicaManager {
         }
     }
 
-    /// Stops the fetchers and completes every parked fetch and produce (they
-    /// answer at once from here on); the logs stay open for `close_all`.
+    /// Stops the fetchers; from here on parked fetches and produces
+    /// complete at once. The logs stay open for `close_all`.
     pub fn begin_shutdown(&self) {
         self.shutting_down.set(true);
         self.partitions_mut().set_closing();
         self.replica_fetchers.borrow_mut().shutdown();
+    }
+
+    /// Answers every parked fetch now (they read what there is).
+    pub fn complete_parked_fetches(&self) {
+        assert!(self.is_shutting_down());
         self.fetch_purgatory
             .borrow_mut()
             .advance_clock(&self.partitions.borrow(), u64::MAX / 2);

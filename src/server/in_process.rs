@@ -217,6 +217,7 @@ impl Drop for InProcessBroker {
         self.executor.run(async move {
             ctx.router.begin_shutdown();
             ctx.replica_manager.begin_shutdown();
+            ctx.replica_manager.complete_parked_fetches();
             glommio::timer::sleep(Duration::from_millis(5)).await;
             ctx.replica_manager.partitions_mut().close_all();
         });

@@ -456,11 +456,12 @@ async fn wait_for_shutdown(broker: &Broker, shard_id: usize) {
 /// closes this shard's logs and hands in their checkpoint entries.
 async fn stop_shard(broker: &Broker, ctx: &Rc<KafkaApis>, accept_tasks: Vec<Task<()>>) {
     ctx.router.begin_shutdown();
+    ctx.replica_manager.begin_shutdown();
     for t in accept_tasks {
         t.cancel().await;
     }
     // Let parked fetches and in-flight appends finish.
-    ctx.replica_manager.begin_shutdown();
+    ctx.replica_manager.complete_parked_fetches();
     glommio::timer::sleep(Duration::from_millis(20)).await;
     // Direct mode: staged appends land before the logs close.
     ctx.replica_manager

@@ -155,8 +155,8 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             ready(ShardResponse::Done)
         }
         ShardRequest::DeleteLogs { topic } => {
-            apis.fetch_sessions.borrow_mut().forget_topic(&topic);
-            map(rm.delete_logs(topic), |()| ShardResponse::Done)
+            let forget = forget_fetch_sessions(&apis);
+            map(rm.delete_logs(topic, forget), |()| ShardResponse::Done)
         }
         ShardRequest::UpdateTopicConfig { topic } => {
             rm.update_topic_config(&topic);
@@ -185,11 +185,14 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             parts,
             delete,
         } => {
-            if delete {
-                apis.fetch_sessions.borrow_mut().forget_topic(&topic);
-            }
+            let forget = forget_fetch_sessions(&apis);
+            let then = move |topic: &str| {
+                if delete {
+                    forget(topic);
+                }
+            };
             map(
-                rm.stop_replicas(topic, parts, delete),
+                rm.stop_replicas(topic, parts, delete, then),
                 ShardResponse::PartitionErrors,
             )
         }
@@ -209,6 +212,12 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             )
         }),
     }
+}
+
+/// Drops a deleted topic from this shard's fetch sessions.
+fn forget_fetch_sessions(apis: &Rc<KafkaApis>) -> impl FnOnce(&str) + 'static {
+    let apis = apis.clone();
+    move |topic| apis.fetch_sessions.borrow_mut().forget_topic(topic)
 }
 
 fn ready(response: ShardResponse) -> LocalBoxFuture<ShardResponse> {
