@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::cluster::ClusterHandle;
 use crate::config::topic::TopicConfig;
 use crate::handlers::KafkaApis;
-use crate::metadata::metadata_cache::{PartitionInfo, TopicInfo};
+use crate::metadata::metadata_cache::{MetadataImage, PartitionInfo, TopicInfo};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::inter_broker::{
@@ -48,7 +48,6 @@ pub async fn handle(
             ..Default::default()
         };
     }
-    let me = cluster.broker_id;
     let topic_ids: HashMap<&str, Uuid> = req
         .topic_states
         .iter()
@@ -58,131 +57,185 @@ pub async fn handle(
     for (topic, s) in req.partition_states() {
         by_topic.entry(topic.to_string()).or_default().push(s);
     }
-    // Configs of topics this broker has not seen yet.
     let image = ctx.metadata.image();
-    let unknown: Vec<String> = by_topic
-        .keys()
-        .filter(|t| image.topic(t).is_none())
-        .cloned()
-        .collect();
-    let fetched = if unknown.is_empty() {
-        HashMap::new()
-    } else {
-        cluster
-            .zk_call(move |zk| crate::admin::zk::read_topic_configs(zk, &unknown))
-            .await
-            .unwrap_or_default()
-    };
-    let leaders: Arc<Vec<LeaderEndpoint>> = Arc::new(
-        req.live_leaders
-            .iter()
-            .filter_map(|l| {
-                Some(LeaderEndpoint {
-                    broker_id: l.broker_id,
-                    host: l.host_name.clone(),
-                    port: u16::try_from(l.port).ok()?,
-                })
-            })
-            .collect(),
-    );
+    let fetched = configs_of_new_topics(cluster, &image, &by_topic).await;
+    let leaders = Arc::new(live_leaders(&req));
     // (topic, partition) → error, filled as shards answer.
     let mut results: BTreeMap<(String, i32), ErrorCode> = BTreeMap::new();
     let mut calls: Vec<LocalBoxFuture<Vec<PartitionError>>> = Vec::new();
     for (topic, states) in &by_topic {
-        let config = match image.topic(topic) {
-            Some(t) => t.config.clone(),
-            None => {
-                let overrides = fetched.get(topic).cloned().unwrap_or_default();
-                match TopicConfig::from_overrides(&ctx.config, &overrides) {
-                    Ok(c) => Arc::new(c),
-                    Err(e) => {
-                        log::warn!("topic {topic}: stored config invalid ({e}); using defaults");
-                        Arc::new(
-                            TopicConfig::from_overrides(&ctx.config, &BTreeMap::new())
-                                .expect("broker defaults are a valid topic config"),
-                        )
-                    }
-                }
-            }
-        };
+        let config = topic_config(ctx, &image, &fetched, topic);
         let topic_id = topic_ids
             .get(topic.as_str())
             .copied()
             .filter(|id| !id.is_nil())
             .or_else(|| image.topic(topic).map(|t| t.topic_id))
             .unwrap_or_else(Uuid::nil);
-        let info = Arc::new(TopicInfo {
-            name: topic.clone(),
-            topic_id,
-            partitions: states
-                .iter()
-                .map(|s| PartitionInfo {
-                    partition: s.partition_index,
-                    leader: s.leader,
-                    leader_epoch: s.leader_epoch,
-                    replicas: s.replicas.clone(),
-                    isr: s.isr.clone(),
-                    offline_replicas: Vec::new(),
-                })
-                .collect(),
-            overrides: config.overrides.clone(),
-            config,
-            is_internal: topic.starts_with("__"),
-        });
-        let mut per_shard: Vec<Vec<RoleChange>> = vec![Vec::new(); ctx.nr_shards];
-        for s in states {
-            if !s.replicas.contains(&me) {
-                // Kafka ignores partitions this broker is not assigned.
-                results.insert(
-                    (topic.clone(), s.partition_index),
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
-                );
-                continue;
-            }
-            let owner = ctx.owner_of(topic, s.partition_index);
-            per_shard[owner].push(RoleChange {
-                partition: s.partition_index,
-                leader: s.leader,
-                leader_epoch: s.leader_epoch,
-                replicas: s.replicas.clone(),
-                isr: s.isr.clone(),
-                partition_epoch: s.partition_epoch,
-            });
-        }
+        let info = topic_info(topic, topic_id, states, config);
+        let per_shard = role_changes_by_shard(ctx, cluster.broker_id, topic, states, &mut results);
         for (shard, parts) in per_shard.into_iter().enumerate() {
-            if parts.is_empty() {
-                continue;
+            if !parts.is_empty() {
+                calls.push(become_on_shard(ctx, shard, &info, parts, &leaders));
             }
-            let ctx = ctx.clone();
-            let info = info.clone();
-            let leaders = leaders.clone();
-            calls.push(Box::pin(async move {
-                let keys: Vec<(String, i32)> = parts
-                    .iter()
-                    .map(|p| (info.name.clone(), p.partition))
-                    .collect();
-                let codes = match ctx
-                    .router
-                    .run_on(
-                        shard,
-                        ShardRequest::BecomeLeaderOrFollower {
-                            topic: info,
-                            parts,
-                            leaders,
-                        },
-                    )
-                    .await
-                {
-                    Ok(ShardResponse::PartitionErrors(c)) => c,
-                    _ => vec![errors::KAFKA_STORAGE_ERROR; keys.len()],
-                };
-                keys.into_iter().zip(codes).collect()
-            }));
         }
     }
     for answered in join_all(calls).await {
         results.extend(answered);
     }
+    response(version, results, &topic_ids)
+}
+
+/// The stored configs of topics this broker has not seen yet.
+async fn configs_of_new_topics(
+    cluster: &Arc<ClusterHandle>,
+    image: &MetadataImage,
+    by_topic: &BTreeMap<String, Vec<&LeaderAndIsrPartitionState>>,
+) -> HashMap<String, BTreeMap<String, String>> {
+    let unknown: Vec<String> = by_topic
+        .keys()
+        .filter(|t| image.topic(t).is_none())
+        .cloned()
+        .collect();
+    if unknown.is_empty() {
+        return HashMap::new();
+    }
+    cluster
+        .zk_call(move |zk| crate::admin::zk::read_topic_configs(zk, &unknown))
+        .await
+        .unwrap_or_default()
+}
+
+/// The live brokers the request lists, for the fetchers.
+fn live_leaders(req: &LeaderAndIsrRequest) -> Vec<LeaderEndpoint> {
+    req.live_leaders
+        .iter()
+        .filter_map(|l| {
+            Some(LeaderEndpoint {
+                broker_id: l.broker_id,
+                host: l.host_name.clone(),
+                port: u16::try_from(l.port).ok()?,
+            })
+        })
+        .collect()
+}
+
+/// A known topic's config, or a new topic's from its stored overrides.
+fn topic_config(
+    ctx: &KafkaApis,
+    image: &MetadataImage,
+    fetched: &HashMap<String, BTreeMap<String, String>>,
+    topic: &str,
+) -> Arc<TopicConfig> {
+    if let Some(t) = image.topic(topic) {
+        return t.config.clone();
+    }
+    let overrides = fetched.get(topic).cloned().unwrap_or_default();
+    match TopicConfig::from_overrides(&ctx.config, &overrides) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            log::warn!("topic {topic}: stored config invalid ({e}); using defaults");
+            Arc::new(
+                TopicConfig::from_overrides(&ctx.config, &BTreeMap::new())
+                    .expect("broker defaults are a valid topic config"),
+            )
+        }
+    }
+}
+
+fn topic_info(
+    topic: &str,
+    topic_id: Uuid,
+    states: &[&LeaderAndIsrPartitionState],
+    config: Arc<TopicConfig>,
+) -> Arc<TopicInfo> {
+    Arc::new(TopicInfo {
+        name: topic.to_string(),
+        topic_id,
+        partitions: states
+            .iter()
+            .map(|s| PartitionInfo {
+                partition: s.partition_index,
+                leader: s.leader,
+                leader_epoch: s.leader_epoch,
+                replicas: s.replicas.clone(),
+                isr: s.isr.clone(),
+                offline_replicas: Vec::new(),
+            })
+            .collect(),
+        overrides: config.overrides.clone(),
+        config,
+        is_internal: topic.starts_with("__"),
+    })
+}
+
+/// The role changes of `topic` by owning shard; partitions not assigned to
+/// this broker are answered UNKNOWN_TOPIC_OR_PARTITION in `results`.
+fn role_changes_by_shard(
+    ctx: &KafkaApis,
+    me: i32,
+    topic: &str,
+    states: &[&LeaderAndIsrPartitionState],
+    results: &mut BTreeMap<(String, i32), ErrorCode>,
+) -> Vec<Vec<RoleChange>> {
+    let mut per_shard: Vec<Vec<RoleChange>> = vec![Vec::new(); ctx.nr_shards];
+    for s in states {
+        if !s.replicas.contains(&me) {
+            // Kafka ignores partitions this broker is not assigned.
+            results.insert(
+                (topic.to_string(), s.partition_index),
+                errors::UNKNOWN_TOPIC_OR_PARTITION,
+            );
+            continue;
+        }
+        let owner = ctx.owner_of(topic, s.partition_index);
+        per_shard[owner].push(RoleChange {
+            partition: s.partition_index,
+            leader: s.leader,
+            leader_epoch: s.leader_epoch,
+            replicas: s.replicas.clone(),
+            isr: s.isr.clone(),
+            partition_epoch: s.partition_epoch,
+        });
+    }
+    per_shard
+}
+
+/// Makes `shard` leader or follower of `parts`; a shard that cannot be
+/// reached answers KAFKA_STORAGE_ERROR for them.
+fn become_on_shard(
+    ctx: &Rc<KafkaApis>,
+    shard: usize,
+    info: &Arc<TopicInfo>,
+    parts: Vec<RoleChange>,
+    leaders: &Arc<Vec<LeaderEndpoint>>,
+) -> LocalBoxFuture<Vec<PartitionError>> {
+    let ctx = ctx.clone();
+    let info = info.clone();
+    let leaders = leaders.clone();
+    Box::pin(async move {
+        let keys: Vec<(String, i32)> = parts
+            .iter()
+            .map(|p| (info.name.clone(), p.partition))
+            .collect();
+        let request = ShardRequest::BecomeLeaderOrFollower {
+            topic: info,
+            parts,
+            leaders,
+        };
+        let codes = match ctx.router.run_on(shard, request).await {
+            Ok(ShardResponse::PartitionErrors(c)) => c,
+            _ => vec![errors::KAFKA_STORAGE_ERROR; keys.len()],
+        };
+        keys.into_iter().zip(codes).collect()
+    })
+}
+
+/// The answers, grouped by topic id from v5, listed before.
+fn response(
+    version: i16,
+    results: BTreeMap<(String, i32), ErrorCode>,
+    topic_ids: &HashMap<&str, Uuid>,
+) -> LeaderAndIsrResponse {
     let mut response = LeaderAndIsrResponse::default();
     if version >= VERSION_WITH_TOPIC_IDS {
         let mut by_id: BTreeMap<String, Vec<LeaderAndIsrPartitionError>> = BTreeMap::new();
@@ -193,7 +246,7 @@ pub async fn handle(
                 .push(LeaderAndIsrPartitionError {
                     topic_name: String::new(),
                     partition_index: *p,
-                    error_code: (*code).code(),
+                    error_code: code.code(),
                 });
         }
         response.topics = by_id
