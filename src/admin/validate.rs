@@ -32,6 +32,27 @@ pub fn check_new_topic(t: &NewTopic, image: &MetadataImage) -> AdminResult<()> {
     Ok(())
 }
 
+/// CreatePartitions' first checks: the topic exists, the count grows, and
+/// the new partitions stay within the request bound. Returns the topic and
+/// its current partition count.
+pub fn check_partition_increase(
+    image: &MetadataImage,
+    name: &str,
+    new_total: i32,
+) -> AdminResult<(Arc<TopicInfo>, i32)> {
+    let Some(info) = image.topic(name).cloned() else {
+        return Err(AdminError::no_such_topic(name));
+    };
+    let current = info.partitions.len() as i32;
+    if new_total <= current {
+        return Err(AdminError::partition_count_not_increased(
+            current, new_total,
+        ));
+    }
+    check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
+    Ok((info, current))
+}
+
 /// (partitions, replication factor) asked for, -1 meaning the broker's
 /// `num.partitions` / `default.replication.factor`.
 pub fn requested_counts(t: &NewTopic, config: &BrokerConfig) -> (i32, i16) {

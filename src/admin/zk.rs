@@ -207,16 +207,7 @@ pub async fn create_partitions(
 ) -> AdminResult<()> {
     let cluster = ctx.cluster.clone().expect("cluster mode");
     let image = ctx.metadata.image();
-    let Some(info) = image.topic(name).cloned() else {
-        return Err(AdminError::no_such_topic(name));
-    };
-    let current = info.partitions.len() as i32;
-    if new_total <= current {
-        return Err(AdminError::partition_count_not_increased(
-            current, new_total,
-        ));
-    }
-    check_partitions_per_request(i64::from(new_total) - i64::from(current))?;
+    let (info, current) = validate::check_partition_increase(&image, name, new_total)?;
     let brokers = assignment::zk_broker_metadatas(&brokers_of(&image)).map_err(assignment_err)?;
     let first_replicas = info
         .partitions

@@ -428,30 +428,7 @@ impl Partition {
     /// Reads for a consumer: whole batches below the high watermark.
     pub fn read(&self, fetch_offset: i64, max_bytes: u32, min_one_batch: bool) -> PartitionRead {
         let hw = self.high_watermark();
-        let mut out = PartitionRead {
-            error_code: errors::NONE,
-            high_watermark: hw,
-            last_stable_offset: hw,
-            log_start_offset: self.log.log_start_offset(),
-            slice: None,
-            read_size: 0,
-        };
-        match self.log.read(fetch_offset, max_bytes, hw, min_one_batch) {
-            Ok(info) => {
-                out.slice = info.slice;
-                out.read_size = info.read_size;
-            }
-            Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
-            Err(ReadError::Io(e)) => {
-                log::error!(
-                    "{}-{} in dir {}: read at {fetch_offset}: {e}",
-                    self.topic,
-                    self.partition,
-                    self.log.dir().display()
-                );
-                out.error_code = errors::KAFKA_STORAGE_ERROR;
-            }
-        }
+        let mut out = self.read_below(fetch_offset, max_bytes, hw, min_one_batch, "read");
         // Kafka's createLogReadResult(e): a failed read reports no offsets.
         if out.error_code != errors::NONE {
             out.high_watermark = -1;
@@ -469,15 +446,32 @@ impl Partition {
         min_one_batch: bool,
     ) -> PartitionRead {
         let leo = self.log.log_end_offset();
+        self.read_below(fetch_offset, max_bytes, leo, min_one_batch, "follower read")
+    }
+
+    /// Whole batches from `fetch_offset` below `end_offset`, with the
+    /// partition's offsets; `what` names the read in a storage error's log line.
+    fn read_below(
+        &self,
+        fetch_offset: i64,
+        max_bytes: u32,
+        end_offset: i64,
+        min_one_batch: bool,
+        what: &str,
+    ) -> PartitionRead {
+        let hw = self.high_watermark();
         let mut out = PartitionRead {
             error_code: errors::NONE,
-            high_watermark: self.high_watermark(),
-            last_stable_offset: self.high_watermark(),
+            high_watermark: hw,
+            last_stable_offset: hw,
             log_start_offset: self.log.log_start_offset(),
             slice: None,
             read_size: 0,
         };
-        match self.log.read(fetch_offset, max_bytes, leo, min_one_batch) {
+        match self
+            .log
+            .read(fetch_offset, max_bytes, end_offset, min_one_batch)
+        {
             Ok(info) => {
                 out.slice = info.slice;
                 out.read_size = info.read_size;
@@ -485,7 +479,7 @@ impl Partition {
             Err(ReadError::OffsetOutOfRange { .. }) => out.error_code = errors::OFFSET_OUT_OF_RANGE,
             Err(ReadError::Io(e)) => {
                 log::error!(
-                    "{}-{} in dir {}: follower read at {fetch_offset}: {e}",
+                    "{}-{} in dir {}: {what} at {fetch_offset}: {e}",
                     self.topic,
                     self.partition,
                     self.log.dir().display()
