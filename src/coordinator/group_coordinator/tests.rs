@@ -681,3 +681,35 @@ fn timers_fire_at_their_millisecond() {
     assert!(c.groups["g"].members.is_empty());
     assert!(c.groups["g"].is(GroupState::Empty));
 }
+
+#[test]
+fn a_wall_clock_step_neither_fires_nor_parks_timers() {
+    // Timers run on the timer clock: the wall clock jumping an hour ahead
+    // (the skew falls by as much) leaves a 10 s session alone, and the
+    // session still ends 10 s of timer clock after the last heartbeat.
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, rx) = join_new(&mut c, &mut log, 1);
+    let j = ready(rx).unwrap();
+    let s = c.sync_group(
+        &mut log,
+        "g",
+        j.generation_id,
+        &m1,
+        None,
+        None,
+        None,
+        vec![],
+        2,
+    );
+    assert_eq!(ready(s).unwrap().error, errors::NONE);
+    let hour_ms = 3_600_000;
+    c.set_clock_skew(-hour_ms);
+    c.tick(&mut log, 5_000 + hour_ms);
+    assert!(
+        c.groups["g"].has(&m1),
+        "the step did not expire the session"
+    );
+    c.tick(&mut log, 10_002 + hour_ms);
+    assert!(!c.groups["g"].has(&m1), "expired on the timer clock");
+}
