@@ -1,7 +1,8 @@
 //! OffsetCommit (API 8, v2-9), run by the group coordinator. Commits for
-//! topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (as in Kafka's
-//! KafkaApis); the rest are written to `__consumer_offsets` before the
-//! answer is sent.
+//! partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION (as in
+//! Kafka's KafkaApis); the rest are written to `__consumer_offsets` and answered
+//! once replicated (offsets.commit.required.acks), when OffsetFetch starts
+//! returning them.
 
 use std::rc::Rc;
 
@@ -11,7 +12,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::offsets::CommitPart;
+use crate::coordinator::offsets::{CommitOutcome, CommitPart};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
@@ -19,19 +20,50 @@ use crate::protocol::{decode_body, errors, Request};
 /// Versions 2-4 carry a retention time (-1: the broker default).
 const LAST_RETENTION_VERSION: i16 = 4;
 
-pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+/// Waits until the commits are replicated (Kafka's pending offset
+/// commits), then makes them visible; one error per commit.
+async fn replicated(ctx: &KafkaApis, outcome: CommitOutcome) -> Vec<ErrorCode> {
+    let CommitOutcome {
+        mut results,
+        pending,
+    } = outcome;
+    let Some(pending) = pending else {
+        return results;
+    };
+    let coordinator = ctx
+        .coordinator
+        .as_ref()
+        .expect("commits ran on the coordinator's shard");
+    let replicated = coordinator.replicated(Some(pending.stored)).await;
+    let e = ctx
+        .with_coordinator(|c, _, _| c.complete_commit(pending, replicated))
+        .expect("commits ran on the coordinator's shard");
+    if !e.is_none() {
+        for r in results.iter_mut().filter(|r| r.is_none()) {
+            *r = e;
+        }
+    }
+    results
+}
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetCommitRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut parts = Vec::new();
     // Index into `parts` per request partition, or the error it gets.
     let mut slots: Vec<Vec<Result<usize, ErrorCode>>> = Vec::with_capacity(r.topics.len());
     for t in &r.topics {
-        let known = image.topic(&t.name.0).is_some();
+        let topic = image.topic(&t.name.0);
         slots.push(
             t.partitions
                 .iter()
                 .map(|p| {
-                    if !known {
+                    let exists = topic.is_some_and(|t| {
+                        t.partitions
+                            .iter()
+                            .any(|q| q.partition == p.partition_index)
+                    });
+                    if !exists {
                         return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
                     }
                     parts.push(CommitPart {
@@ -51,18 +83,27 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     } else {
         -1
     };
-    let results = ctx.with_coordinator(|c, log, now| {
-        c.commit_offsets(
-            log,
-            &r.group_id.0,
-            r.generation_id_or_member_epoch,
-            &r.member_id,
-            r.group_instance_id.as_deref(),
-            retention_ms,
-            &parts,
-            now,
-        )
-    })?;
+    // Nothing left to commit: Kafka answers without asking the coordinator.
+    let outcome = if parts.is_empty() {
+        CommitOutcome {
+            results: Vec::new(),
+            pending: None,
+        }
+    } else {
+        ctx.with_coordinator(|c, log, now| {
+            c.commit_offsets(
+                log,
+                &r.group_id.0,
+                r.generation_id_or_member_epoch,
+                &r.member_id,
+                r.group_instance_id.as_deref(),
+                retention_ms,
+                &parts,
+                now,
+            )
+        })?
+    };
+    let results = replicated(ctx, outcome).await;
     let topics = r
         .topics
         .iter()
