@@ -619,7 +619,12 @@ impl GroupCoordinator {
         topic: &str,
         now_ms: i64,
     ) -> usize {
-        let gids: Vec<String> = self.groups.keys().cloned().collect();
+        let gids: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|gid| self.is_owned(self.partition_of(gid)))
+            .cloned()
+            .collect();
         let mut removed = 0;
         for gid in gids {
             let keys: Vec<(String, i32)> = self.groups[&gid]

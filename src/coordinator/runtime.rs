@@ -202,7 +202,7 @@ impl CoordinatorRuntime {
 
     /// onElection: loads the partition's groups in the background.
     fn on_election(self: &Rc<Self>, partition: i32, leader_epoch: i32) {
-        {
+        let load_id = {
             let mut c = self.coordinator.borrow_mut();
             if c.partitions.is_empty() {
                 // partitionFor uses the topic's real partition count.
@@ -210,18 +210,26 @@ impl CoordinatorRuntime {
                     c.config.num_partitions = t.partitions.len().max(1) as i32;
                 }
             }
-            if partition >= c.config.num_partitions || !c.begin_loading(partition, leader_epoch) {
+            if partition >= c.config.num_partitions {
                 return;
             }
-        }
-        glommio::spawn_local(self.clone().load_partition(partition, leader_epoch)).detach();
+            match c.begin_loading(partition, leader_epoch) {
+                Some(load_id) => load_id,
+                None => return,
+            }
+        };
+        glommio::spawn_local(
+            self.clone()
+                .load_partition(partition, leader_epoch, load_id),
+        )
+        .detach();
     }
 
     /// Kafka's doLoadGroupsAndOffsets: replays the partition from its log
     /// start to its log end offset, a chunk at a time, yielding between
     /// chunks so the shard keeps serving; stops if the partition is
     /// unloaded or re-elected meanwhile.
-    async fn load_partition(self: Rc<Self>, partition: i32, leader_epoch: i32) {
+    async fn load_partition(self: Rc<Self>, partition: i32, leader_epoch: i32, load_id: u64) {
         let started_ms = now_ms();
         let mut offset = match self
             .replica_manager
@@ -235,11 +243,7 @@ impl CoordinatorRuntime {
         let mut scratch = Vec::new();
         while offset >= 0 {
             glommio::yield_if_needed().await;
-            if !self
-                .coordinator
-                .borrow()
-                .is_loading_for(partition, leader_epoch)
-            {
+            if !self.coordinator.borrow().is_loading_for(partition, load_id) {
                 return;
             }
             match self.replay_chunk(partition, offset, &mut scratch) {
@@ -255,7 +259,7 @@ impl CoordinatorRuntime {
             }
         }
         let mut c = self.coordinator.borrow_mut();
-        if !c.is_loading_for(partition, leader_epoch) {
+        if !c.is_loading_for(partition, load_id) {
             return;
         }
         c.finish_loading(partition, now_ms() as i64);

@@ -65,7 +65,7 @@ impl GroupCoordinator {
     /// Loads every partition (nothing to replay, or what the caller replayed).
     fn finish_loading_all(&mut self, now_ms: i64) {
         for p in 0..self.config.num_partitions {
-            if self.begin_loading(p, 0) {
+            if self.begin_loading(p, 0).is_some() {
                 self.finish_loading(p, now_ms);
             }
         }
@@ -569,8 +569,10 @@ fn groups_of_partitions_not_led_here_get_not_coordinator() {
     assert!(log.batches.is_empty());
     // Loading: COORDINATOR_LOAD_IN_PROGRESS, and ListGroups says so too.
     let p = partition_for("g", 50);
-    assert!(c.begin_loading(p, 3));
-    assert!(!c.begin_loading(p, 3), "already loading");
+    let load_id = c.begin_loading(p, 3).expect("a new load");
+    assert!(c.is_loading_for(p, load_id));
+    assert_eq!(c.begin_loading(p, 4), None, "already loading");
+    assert_eq!(c.partitions[&p].leader_epoch, 4);
     assert_eq!(
         c.describe_group("g").0,
         errors::COORDINATOR_LOAD_IN_PROGRESS
@@ -642,7 +644,7 @@ fn commits_are_visible_only_once_replicated() {
     let fourth = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(15)], 5);
     let p = partition_for("s", 50);
     c.unload(p, None);
-    assert!(c.begin_loading(p, 1));
+    assert!(c.begin_loading(p, 1).is_some());
     c.finish_loading(p, 6);
     assert_eq!(c.complete_commit(fourth.pending.unwrap(), errors::NONE), 0);
     assert!(!c.groups.contains_key("s"));
