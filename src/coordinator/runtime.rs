@@ -23,7 +23,7 @@ use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::replica::{ProducePart, ReplicaManager};
 use crate::router::{Router, CONTROLLER_SHARD};
-use crate::util::now_ms;
+use crate::util::{monotonic_ms, now_ms};
 
 /// Largest decompressed batch accepted while replaying.
 const MAX_REPLAY_BATCH_BYTES: usize = 64 << 20;
@@ -88,8 +88,10 @@ impl CoordinatorRuntime {
     ) -> Self {
         assert_eq!(router.shard_id, CONTROLLER_SHARD);
         let config = &admin.config;
-        let coordinator =
-            GroupCoordinator::new(CoordinatorConfig::from_broker(config), now_ms() as i64);
+        let coordinator = GroupCoordinator::new(
+            CoordinatorConfig::from_broker(config),
+            monotonic_ms() as i64,
+        );
         let required_acks = config.offsets_commit_required_acks;
         let commit_timeout_ms = config.offsets_commit_timeout_ms.max(1) as u64;
         CoordinatorRuntime {
@@ -107,12 +109,12 @@ impl CoordinatorRuntime {
         &self,
         f: impl FnOnce(&mut GroupCoordinator, &mut dyn OffsetsLog, i64) -> R,
     ) -> R {
-        let now = now_ms() as i64;
+        let mut c = self.coordinator.borrow_mut();
+        let now = read_clocks(&mut c);
         let mut log = LocalOffsetsLog {
             replica_manager: &self.replica_manager,
             acks: self.required_acks,
         };
-        let mut c = self.coordinator.borrow_mut();
         // Timers due by the request's arrival fire first (a session that
         // expired 1 ms ago is gone for this request), as Kafka's timer thread
         // runs them on time rather than at the next tick.
@@ -262,7 +264,8 @@ impl CoordinatorRuntime {
         if !c.is_loading_for(partition, load_id) {
             return;
         }
-        c.finish_loading(partition, now_ms() as i64);
+        let now = read_clocks(&mut c);
+        c.finish_loading(partition, now);
         log::info!(
             "loaded {records} records of {OFFSETS_TOPIC}-{partition} (leader epoch {leader_epoch}) in {} ms",
             now_ms().saturating_sub(started_ms)
@@ -348,13 +351,22 @@ impl CoordinatorRuntime {
                 }
                 c.next_timer_ms()
             });
-            let now = now_ms();
+            let now = monotonic_ms();
             sleep_ms = match next {
                 Some(at) => at.saturating_sub(now).clamp(1, TICK_MAX_MS),
                 None => TICK_MAX_MS,
             };
         }
     }
+}
+
+/// Reads both clocks for one coordinator call: returns the wall clock's
+/// now, which is what the coordinator is passed and records, after telling
+/// it the monotonic clock's lead, which its timers run on.
+fn read_clocks(c: &mut GroupCoordinator) -> i64 {
+    let wall_ms = now_ms() as i64;
+    c.set_clock_skew(monotonic_ms() as i64 - wall_ms);
+    wall_ms
 }
 
 /// A change of this broker's role for one `__consumer_offsets` partition.

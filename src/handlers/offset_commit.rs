@@ -12,7 +12,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::offsets::{CommitOutcome, CommitPart};
+use crate::coordinator::offsets::{CommitOutcome, CommitPart, OffsetCommit};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
@@ -90,18 +90,15 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             pending: None,
         }
     } else {
-        ctx.with_coordinator(|c, log, now| {
-            c.commit_offsets(
-                log,
-                &r.group_id.0,
-                r.generation_id_or_member_epoch,
-                &r.member_id,
-                r.group_instance_id.as_deref(),
-                retention_ms,
-                &parts,
-                now,
-            )
-        })?
+        let commit = OffsetCommit {
+            group_id: &r.group_id.0,
+            generation_id: r.generation_id_or_member_epoch,
+            member_id: &r.member_id,
+            instance_id: r.group_instance_id.as_deref(),
+            retention_ms,
+            parts: &parts,
+        };
+        ctx.with_coordinator(|c, log, now| c.commit_offsets(log, &commit, now))?
     };
     let results = replicated(ctx, outcome).await;
     let topics = r
