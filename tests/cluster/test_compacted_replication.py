@@ -17,6 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 import cluster_util as cl
@@ -124,6 +125,7 @@ def dump_partition(broker):
             for o, k, v in re.findall(r"^\| offset: (\d+) .* key: (\S+) payload: (\S+)$", res.stdout, re.M)]
 
 
+@pytest.mark.needs_replication
 def test_compacted_topic_replicates_and_fails_over(cluster):
     brokers = cluster.start(3, BROKER)
     cluster.create_topic(TOPIC, 1, 3, TOPIC_CONFIG)

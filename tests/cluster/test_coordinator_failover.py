@@ -272,6 +272,7 @@ def test_coordinator_failover_and_return(cluster):
                          and du.isr_full(cluster, OFFSETS_TOPIC, OFFSETS_PARTITIONS, ids), 90,
                          f"broker {coordinator} back in every ISR")
         timings["rejoined_s"] = time.monotonic() - t0
+        t_elect = time.monotonic_ns()
         res = cl.kafka_tool("org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server",
                             cluster.bootstrap(survivors), "--election-type", "preferred", "--all-topic-partitions")
         done = res.stdout.partition("Successfully completed leader election (PREFERRED) for partitions")[2]
@@ -279,6 +280,7 @@ def test_coordinator_failover_and_return(cluster):
         cluster.wait_for(lambda: agreed_coordinator(cluster, group, brokers) == coordinator, 30,
                          f"every broker to name {coordinator} as coordinator again")
         t_moved = time.monotonic_ns()
+        timings["election_to_agreed_s"] = (t_moved - t_elect) / 1e9
         timings["resumed_after_election_s"] = wait_commits_after(
             events, t_moved, members, RESUME_BOUND_S, "commits from every member after the election")
         cluster.wait_for(lambda: poller.after(t_moved), 30, "an OffsetFetch answer after the election")
