@@ -1,11 +1,10 @@
 """A cluster with no group coordinator: what every client sends and what
 the broker answers.
 
-In cluster mode kshard has no group coordinator yet (issue 15), so
-FindCoordinator answers COORDINATOR_NOT_AVAILABLE. Kafka 3.9.1's closest
-situation is a broker that cannot create `__consumer_offsets`
-(offsets.topic.replication.factor 3 on one broker): the same error, from
-the same code path. Both targets run the same test; each client connects
+A broker that cannot create `__consumer_offsets`
+(offsets.topic.replication.factor 3 on one broker) answers FindCoordinator
+with COORDINATOR_NOT_AVAILABLE, the group APIs NOT_COORDINATOR and
+ListGroups an empty list. Both targets run the same test; each client connects
 through a FrameProxy (the broker advertises the proxy's port) that counts
 the requests it sends.
 

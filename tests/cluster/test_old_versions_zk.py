@@ -111,8 +111,6 @@ def test_offsets_v0_are_not_the_coordinators(cluster, one):
         if err == NONE or time.monotonic() > deadline:
             break
         time.sleep(0.3)
-    if err != NONE and cl.TARGET == "kshard":
-        pytest.skip(f"FindCoordinator answers {err}: kshard's cluster mode has no group coordinator yet")
     assert err == NONE
     while True:
         got = fetch(one, 1, group, TOPIC, [0])
