@@ -355,14 +355,15 @@ def cli(bootstrap, *args):
     return res.stdout, res.stderr
 
 
-def table(out, flat=False):
+def table(out, flat_to=None):
     """Rows of the tool's whitespace-aligned table as dicts by header (see
-    tests/compat/test_consumer_groups_cli.py; flat: 3.9.1 --reset-offsets
-    prints the rows on the header's line)."""
+    tests/compat/test_consumer_groups_cli.py). flat_to: the last column of
+    a table whose rows 3.9.1 prints on the header's line (--reset-offsets,
+    --delete-offsets)."""
     lines = [ln.split() for ln in out.splitlines() if ln.strip()]
     hdr = next(i for i, ln in enumerate(lines) if ln[0] in ("GROUP", "TOPIC"))
-    if flat:
-        cols = lines[hdr][:lines[hdr].index("NEW-OFFSET") + 1]
+    if flat_to:
+        cols = lines[hdr][:lines[hdr].index(flat_to) + 1]
         vals = lines[hdr][len(cols):] + [v for ln in lines[hdr + 1:] for v in ln]
         assert len(vals) % len(cols) == 0, out
         return [dict(zip(cols, vals[i:i + len(cols)])) for i in range(0, len(vals), len(cols))]
@@ -414,17 +415,17 @@ def test_consumer_group_command(gcluster, cli_topic, index):
     assert row == [group, gcluster.bootstrap(coordinator), f"({coordinator})", "Empty", "0"], out
 
     out, _ = cli(bs, "--reset-offsets", "--to-earliest", "--execute", "--group", group, "--topic", CLI_TOPIC)
-    reset = by_partition(table(out, flat=True))
+    reset = by_partition(table(out, "NEW-OFFSET"))
     assert {p: int(r["NEW-OFFSET"]) for p, r in reset.items()} == {p: 0 for p in PER_PARTITION}, out
     assert committed(bs, group) == {p: 0 for p in PER_PARTITION}
 
     out, _ = cli(bs, "--reset-offsets", "--to-offset", "7", "--execute", "--group", group, "--topic", f"{CLI_TOPIC}:1")
-    reset = by_partition(table(out, flat=True))
+    reset = by_partition(table(out, "NEW-OFFSET"))
     assert {p: int(r["NEW-OFFSET"]) for p, r in reset.items()} == {1: 7}, out
     assert committed(bs, group) == {0: 0, 1: 7, 2: 0}
 
     out, _ = cli(bs, "--delete-offsets", "--group", group, "--topic", f"{CLI_TOPIC}:2")
-    rows = by_partition(table(out))
+    rows = by_partition(table(out, "STATUS"))
     assert {p: r["STATUS"] for p, r in rows.items()} == {2: "Successful"}, out
     assert committed(bs, group) == {0: 0, 1: 7, 2: -1001}  # librdkafka's OFFSET_INVALID: none committed
 
