@@ -9,15 +9,20 @@
 //! drains the queue, creating one topic at a time with the defaults
 //! (`num.partitions`, `default.replication.factor`), so a request naming
 //! 20,000 unknown topics costs a bounded amount of memory and never holds
-//! up the answer.
+//! up the answer. `__consumer_offsets` is created the same way, on the
+//! first FindCoordinator (or Metadata) that finds it missing, with its own
+//! settings.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::rc::Rc;
 
+use kshard_shards::placement::OFFSETS_TOPIC;
+
 use crate::admin::embedded::NewTopic;
 use crate::admin::AdminError;
 use crate::admin::TopicAdmin;
+use crate::config::BrokerConfig;
 use crate::metadata::topics;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
@@ -89,6 +94,27 @@ pub fn request_creation(ctx: &Rc<TopicAdmin>, names: &[String]) -> Vec<ErrorCode
     codes
 }
 
+/// Kafka's groupMetadataTopicConfigs: `__consumer_offsets` is created with
+/// the offsets.topic.* settings, compacted, and min.insync.replicas left
+/// at the broker default. With fewer live brokers than its replication
+/// factor the creation fails (INVALID_REPLICATION_FACTOR), as Kafka's.
+pub fn offsets_topic(config: &BrokerConfig) -> NewTopic {
+    let mut configs = BTreeMap::new();
+    configs.insert("cleanup.policy".to_string(), "compact".to_string());
+    configs.insert(
+        "segment.bytes".to_string(),
+        config.offsets_topic_segment_bytes.to_string(),
+    );
+    configs.insert("compression.type".to_string(), "producer".to_string());
+    NewTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        num_partitions: config.offsets_topic_num_partitions.max(1),
+        replication_factor: config.offsets_topic_replication_factor,
+        assignment: None,
+        configs,
+    }
+}
+
 async fn drain(ctx: Rc<TopicAdmin>) {
     loop {
         let Some(name) = QUEUE.with(|q| {
@@ -99,12 +125,16 @@ async fn drain(ctx: Rc<TopicAdmin>) {
         }) else {
             return;
         };
-        let t = NewTopic {
-            name: name.clone(),
-            num_partitions: -1,
-            replication_factor: -1,
-            assignment: None,
-            configs: BTreeMap::new(),
+        let t = if name == OFFSETS_TOPIC {
+            offsets_topic(&ctx.config)
+        } else {
+            NewTopic {
+                name: name.clone(),
+                num_partitions: -1,
+                replication_factor: -1,
+                assignment: None,
+                configs: BTreeMap::new(),
+            }
         };
         match ctx.create_topic(t, false).await {
             Ok(_) => {}

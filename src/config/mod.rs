@@ -152,6 +152,7 @@ pub struct BrokerConfig {
     pub offsets_retention_minutes: i32,
     pub offsets_retention_check_interval_ms: i64,
     pub offsets_commit_timeout_ms: i32,
+    pub offsets_commit_required_acks: i16,
     pub transaction_state_log_num_partitions: i32,
     pub transaction_state_log_replication_factor: i16,
     pub transaction_state_log_min_isr: i32,
@@ -538,6 +539,7 @@ impl BrokerConfig {
             offsets_retention_minutes: v.i32("offsets.retention.minutes"),
             offsets_retention_check_interval_ms: v.i64("offsets.retention.check.interval.ms"),
             offsets_commit_timeout_ms: v.i32("offsets.commit.timeout.ms"),
+            offsets_commit_required_acks: v.i64("offsets.commit.required.acks") as i16,
             transaction_state_log_num_partitions: v.i32("transaction.state.log.num.partitions"),
             transaction_state_log_replication_factor: v
                 .i64("transaction.state.log.replication.factor")

@@ -120,7 +120,7 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("metadata.max.retention.bytes", Accepted(KRAFT_ONLY)),
     ("metadata.max.retention.ms", Accepted(KRAFT_ONLY)),
     ("min.insync.replicas", Acted),
-    ("offsets.commit.required.acks", Accepted("the default (-1) is the only value kshard honours: a commit is answered once written to __consumer_offsets on the coordinator; other values are deprecated in Kafka")),
+    ("offsets.commit.required.acks", Acted),
     ("offsets.retention.check.interval.ms", Acted),
     ("offsets.retention.minutes", Acted),
     ("offsets.topic.replication.factor", Acted),

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use kshard_shards::oneshot;
 
 use super::offsets_codec::{subscription_topics, GroupValue, MemberValue, OffsetValue};
+use super::ReplicationPoint;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 
@@ -58,6 +59,8 @@ pub struct JoinResult {
     /// (member id, group instance id, metadata of the chosen protocol);
     /// only for the leader.
     pub members: Vec<(String, Option<String>, Bytes)>,
+    /// The answer waits until this append of the group is replicated.
+    pub stored: Option<ReplicationPoint>,
 }
 
 impl JoinResult {
@@ -77,6 +80,8 @@ pub struct SyncResult {
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
+    /// The answer waits until this append of the group is replicated.
+    pub stored: Option<ReplicationPoint>,
 }
 
 impl SyncResult {
@@ -146,6 +151,9 @@ pub struct CommittedOffset {
     pub metadata: String,
     pub commit_timestamp_ms: i64,
     pub expire_timestamp_ms: Option<i64>,
+    /// The offset after the batch that stored it (-1: replayed), so that an
+    /// older commit completing late does not replace a newer one.
+    pub appended_end_offset: i64,
 }
 
 impl CommittedOffset {
@@ -165,6 +173,7 @@ impl CommittedOffset {
             metadata: v.metadata,
             commit_timestamp_ms: v.commit_timestamp_ms,
             expire_timestamp_ms: v.expire_timestamp_ms,
+            appended_end_offset: -1,
         }
     }
 }
@@ -192,6 +201,11 @@ pub struct Group {
     /// A member joined during the initial delayed join (extends the delay).
     pub new_member_added: bool,
     pub offsets: HashMap<(String, i32), CommittedOffset>,
+    /// OffsetCommits appended and not yet replicated.
+    pub pending_commits: usize,
+    /// Where the group's metadata was last appended: a SyncGroup answer
+    /// waits until it is replicated.
+    pub last_stored: Option<ReplicationPoint>,
     /// Topics the members subscribe to, when the protocol is "consumer"
     /// and every subscription parsed.
     pub subscribed_topics: Option<HashSet<String>>,
@@ -223,6 +237,8 @@ impl Group {
             num_awaiting_join: 0,
             new_member_added: false,
             offsets: HashMap::new(),
+            pending_commits: 0,
+            last_stored: None,
             subscribed_topics: None,
             join_epoch: 0,
             sync_epoch: 0,

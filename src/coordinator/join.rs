@@ -215,9 +215,9 @@ impl GroupCoordinator {
         match g.state {
             GroupState::Stable => {
                 if g.protocol_name.is_some() && g.protocol_name == g.select_protocol() {
-                    let e = self.store_group(log, &gid, now_ms);
+                    let stored = self.store_group(log, &gid, now_ms);
                     let g = self.groups.get_mut(&gid).expect("group");
-                    if e != errors::NONE {
+                    if let Err(e) = stored {
                         // Revert to the old incarnation, as Kafka does.
                         let waiter = g
                             .members
@@ -261,6 +261,7 @@ impl GroupCoordinator {
                         } else {
                             Vec::new()
                         },
+                        stored: stored.ok(),
                     };
                     g.complete_join(&new_id, result);
                 } else {
@@ -334,6 +335,7 @@ impl GroupCoordinator {
             } else {
                 Vec::new()
             },
+            stored: None,
         };
         match g.state {
             GroupState::PreparingRebalance => {

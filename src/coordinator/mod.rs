@@ -2,19 +2,24 @@
 //! GroupMetadataManager and GroupMetadata; not KIP-848). It runs on the
 //! controller shard, which also owns every `__consumer_offsets` partition
 //! (see `kshard_shards::placement::shard_for`), so group state and offset
-//! commits are appended locally and synchronously, then answered.
+//! commits are appended to the local logs synchronously; the answer waits
+//! until the append is replicated (acks=all). The broker coordinates the
+//! groups of the `__consumer_offsets` partitions it leads: it loads one on
+//! becoming its leader and unloads it on losing it.
 //!
 //! - `group`: one group's members and state machine.
 //! - `group_coordinator`: Sync/Heartbeat/Leave and the delayed
 //!   operations (join, heartbeat, pending member, pending sync);
 //!   `join`: JoinGroup.
 //! - `offsets`: OffsetCommit/Fetch/Delete, DeleteGroups, expiry, replay.
+//! - `loading`: loading and unloading a partition's groups with its leadership.
 //! - `offsets_codec`: the `__consumer_offsets` key/value schemas.
 //! - `runtime`: glue to the shard (log appends, start-up load, ticker).
 
 pub mod group;
 pub mod group_coordinator;
 mod join;
+mod loading;
 pub mod offsets;
 pub mod offsets_codec;
 pub mod runtime;
@@ -35,11 +40,27 @@ pub fn partition_for(group_id: &str, num_partitions: i32) -> i32 {
     abs % num_partitions
 }
 
+/// Where an append to `__consumer_offsets` must be replicated before it is
+/// answered (offsets.commit.required.acks=-1): the high watermark of
+/// `partition` must reach `end_offset`, the offset after the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicationPoint {
+    pub partition: i32,
+    pub end_offset: i64,
+}
+
 /// Where the coordinator appends its records: the `__consumer_offsets`
-/// partition's log on this shard (a fake in tests).
+/// partition's log on this shard (an in-memory log in tests).
 pub trait OffsetsLog {
-    /// Appends one v2 batch; returns a Kafka error code (0: appended).
-    fn append(&mut self, partition: i32, batch: Vec<u8>) -> ErrorCode;
+    /// Appends one v2 batch to `partition`, which this broker leads in
+    /// `leader_epoch` (the coordinator epoch; a stale one is refused).
+    /// Ok: the offset after the batch; Err: a Kafka error code.
+    fn append(
+        &mut self,
+        partition: i32,
+        leader_epoch: i32,
+        batch: Vec<u8>,
+    ) -> Result<i64, ErrorCode>;
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use kshard_shards::log::records::BatchBuilder;
 use super::group::{CommittedOffset, Group, GroupState, CONSUMER_PROTOCOL_TYPE};
 use super::group_coordinator::{GroupCoordinator, OFFSET_METADATA_MAX_BYTES};
 use super::offsets_codec::{self as codec, RecordKey};
-use super::{partition_for, OffsetsLog};
+use super::{partition_for, OffsetsLog, ReplicationPoint};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 
@@ -20,6 +20,21 @@ pub struct CommitPart {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: Option<String>,
+}
+
+/// What OffsetCommit answers, and the commits waiting for replication.
+pub struct CommitOutcome {
+    pub results: Vec<ErrorCode>,
+    pub pending: Option<PendingCommit>,
+}
+
+/// Commits appended but not yet replicated: OffsetFetch does not see them.
+pub struct PendingCommit {
+    pub group_id: String,
+    /// The load of the partition the commit was made in.
+    load_id: u64,
+    pub stored: ReplicationPoint,
+    offsets: Vec<((String, i32), CommittedOffset)>,
 }
 
 /// (topic, partition, committed offset, leader epoch, metadata).
@@ -35,10 +50,11 @@ pub struct GroupDescription {
 }
 
 /// Maps append errors as Kafka's storeGroup/storeOffsets do.
-fn map_store_error(e: ErrorCode, for_offsets: bool) -> ErrorCode {
+pub fn map_store_error(e: ErrorCode, for_offsets: bool) -> ErrorCode {
     match e {
         errors::UNKNOWN_TOPIC_OR_PARTITION
         | errors::NOT_ENOUGH_REPLICAS
+        | errors::NOT_ENOUGH_REPLICAS_AFTER_APPEND
         | errors::REQUEST_TIMED_OUT => errors::COORDINATOR_NOT_AVAILABLE,
         errors::NOT_LEADER_OR_FOLLOWER | errors::KAFKA_STORAGE_ERROR => errors::NOT_COORDINATOR,
         errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE | errors::INVALID_FETCH_SIZE => {
@@ -53,25 +69,47 @@ fn map_store_error(e: ErrorCode, for_offsets: bool) -> ErrorCode {
 }
 
 impl GroupCoordinator {
-    fn partition_of(&self, gid: &str) -> i32 {
+    pub fn partition_of(&self, gid: &str) -> i32 {
         partition_for(gid, self.config.num_partitions)
     }
 
-    /// Writes the group's metadata record (Kafka's storeGroup).
+    /// Appends a batch to the partition of `gid` under its coordinator epoch.
+    fn append_for_group(
+        &self,
+        log: &mut dyn OffsetsLog,
+        gid: &str,
+        batch: Vec<u8>,
+    ) -> Result<ReplicationPoint, ErrorCode> {
+        let partition = self.partition_of(gid);
+        let Some(owned) = self.partitions.get(&partition) else {
+            return Err(errors::NOT_COORDINATOR);
+        };
+        let end_offset = log.append(partition, owned.leader_epoch, batch)?;
+        Ok(ReplicationPoint {
+            partition,
+            end_offset,
+        })
+    }
+
+    /// Writes the group's metadata record (Kafka's storeGroup); the caller
+    /// answers once it is replicated.
     pub(super) fn store_group(
         &mut self,
         log: &mut dyn OffsetsLog,
         gid: &str,
         now_ms: i64,
-    ) -> ErrorCode {
+    ) -> Result<ReplicationPoint, ErrorCode> {
         let g = &self.groups[gid];
         let key = codec::encode_group_key(gid);
         let value = codec::encode_group_value(&g.to_value());
         let batch = BatchBuilder::new(0)
             .add(now_ms, Some(&key), Some(&value), &[])
             .build();
-        let partition = self.partition_of(gid);
-        map_store_error(log.append(partition, batch), false)
+        let stored = self
+            .append_for_group(log, gid, batch)
+            .map_err(|e| map_store_error(e, false))?;
+        self.groups.get_mut(gid).expect("group").last_stored = Some(stored);
+        Ok(stored)
     }
 
     /// Kafka's validateOffsetCommit.
@@ -97,7 +135,9 @@ impl GroupCoordinator {
         }
     }
 
-    /// OffsetCommit: one error per part, answered after the append.
+    /// OffsetCommit: one error per part. Accepted commits are appended now
+    /// and become visible (OffsetFetch) in `complete_commit`, once the append
+    /// is replicated: Kafka's pending offset commits.
     #[allow(clippy::too_many_arguments)]
     pub fn commit_offsets(
         &mut self,
@@ -109,8 +149,37 @@ impl GroupCoordinator {
         retention_ms: i64,
         parts: &[CommitPart],
         now_ms: i64,
-    ) -> Vec<ErrorCode> {
-        let all = |e: ErrorCode| vec![e; parts.len()];
+    ) -> CommitOutcome {
+        let outcome = self.do_commit_offsets(
+            log,
+            gid,
+            generation_id,
+            member_id,
+            instance_id,
+            retention_ms,
+            parts,
+            now_ms,
+        );
+        self.run_fired(log, now_ms);
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn do_commit_offsets(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        gid: &str,
+        generation_id: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        retention_ms: i64,
+        parts: &[CommitPart],
+        now_ms: i64,
+    ) -> CommitOutcome {
+        let all = |e: ErrorCode| CommitOutcome {
+            results: vec![e; parts.len()],
+            pending: None,
+        };
         if let Some(e) = self.validate_group_status(gid, true) {
             return all(e);
         }
@@ -138,11 +207,7 @@ impl GroupCoordinator {
             GroupState::CompletingRebalance => return all(errors::REBALANCE_IN_PROGRESS),
             GroupState::Dead => return all(errors::COORDINATOR_NOT_AVAILABLE),
         }
-        let expire = if retention_ms == -1 {
-            None
-        } else {
-            Some(now_ms + retention_ms)
-        };
+        let expire = (retention_ms != -1).then_some(now_ms + retention_ms);
         let mut results = Vec::with_capacity(parts.len());
         let mut builder = BatchBuilder::new(0);
         let mut accepted = Vec::with_capacity(parts.len());
@@ -158,6 +223,7 @@ impl GroupCoordinator {
                 metadata,
                 commit_timestamp_ms: now_ms,
                 expire_timestamp_ms: expire,
+                appended_end_offset: -1,
             };
             let key = codec::encode_offset_key(gid, &p.topic, p.partition);
             let value = codec::encode_offset_value(&committed.to_value());
@@ -165,20 +231,72 @@ impl GroupCoordinator {
             results.push(errors::NONE);
             accepted.push(((p.topic.clone(), p.partition), committed));
         }
-        if !accepted.is_empty() {
-            let e = map_store_error(log.append(self.partition_of(gid), builder.build()), true);
-            if e != errors::NONE {
+        if accepted.is_empty() {
+            return CommitOutcome {
+                results,
+                pending: None,
+            };
+        }
+        match self.append_for_group(log, gid, builder.build()) {
+            Err(e) => {
+                let e = map_store_error(e, true);
                 for r in results.iter_mut().filter(|r| **r == errors::NONE) {
                     *r = e;
                 }
-                self.run_fired(log, now_ms);
-                return results;
+                CommitOutcome {
+                    results,
+                    pending: None,
+                }
             }
-            let g = self.groups.get_mut(gid).expect("group");
-            g.offsets.extend(accepted);
+            Ok(stored) => {
+                for (_, o) in accepted.iter_mut() {
+                    o.appended_end_offset = stored.end_offset;
+                }
+                self.groups.get_mut(gid).expect("group").pending_commits += 1;
+                CommitOutcome {
+                    results,
+                    pending: Some(PendingCommit {
+                        group_id: gid.to_string(),
+                        load_id: self.partitions[&stored.partition].load_id,
+                        stored,
+                        offsets: accepted,
+                    }),
+                }
+            }
         }
-        self.run_fired(log, now_ms);
-        results
+    }
+
+    /// Kafka's onOffsetCommitAppend: the append of `pending` is replicated
+    /// (`error` NONE) or failed; the commits become visible, unless a later
+    /// commit of the same partition already is. Returns the error to answer.
+    pub fn complete_commit(&mut self, pending: PendingCommit, error: ErrorCode) -> ErrorCode {
+        let partition = pending.stored.partition;
+        let same_load = self
+            .partitions
+            .get(&partition)
+            .is_some_and(|p| p.load_id == pending.load_id);
+        if !same_load {
+            // Unloaded meanwhile; the next coordinator reads the log.
+            return map_store_error(error, true);
+        }
+        let Some(g) = self.groups.get_mut(&pending.group_id) else {
+            return map_store_error(error, true);
+        };
+        assert!(g.pending_commits > 0);
+        g.pending_commits -= 1;
+        if error != errors::NONE {
+            return map_store_error(error, true);
+        }
+        for (key, committed) in pending.offsets {
+            let newer = g
+                .offsets
+                .get(&key)
+                .is_some_and(|o| o.appended_end_offset > committed.appended_end_offset);
+            if !newer {
+                g.offsets.insert(key, committed);
+            }
+        }
+        errors::NONE
     }
 
     /// OffsetFetch for one group: the group error, and (topic, partition,
@@ -222,16 +340,16 @@ impl GroupCoordinator {
         &self,
         states: &[String],
     ) -> (ErrorCode, Vec<(String, String, &'static str)>) {
-        if !self.coordinating {
-            return (errors::NONE, Vec::new());
-        }
-        if self.loading {
-            return (errors::COORDINATOR_LOAD_IN_PROGRESS, Vec::new());
-        }
+        // As Kafka: the loaded groups, and an error while any partition loads.
+        let error = if self.is_loading() {
+            errors::COORDINATOR_LOAD_IN_PROGRESS
+        } else {
+            errors::NONE
+        };
         let mut out: Vec<(String, String, &'static str)> = self
             .groups
             .values()
-            .filter(|g| !g.is(GroupState::Dead))
+            .filter(|g| !g.is(GroupState::Dead) && self.is_owned(self.partition_of(&g.group_id)))
             .filter(|g| {
                 states.is_empty()
                     || states
@@ -247,7 +365,7 @@ impl GroupCoordinator {
             })
             .collect();
         out.sort();
-        (errors::NONE, out)
+        (error, out)
     }
 
     /// DescribeGroups for one group; an unknown group is reported Dead.
@@ -326,7 +444,10 @@ impl GroupCoordinator {
         if b.record_count() == 0 {
             return errors::NONE;
         }
-        let e = map_store_error(log.append(self.partition_of(gid), b.build()), false);
+        let e = match self.append_for_group(log, gid, b.build()) {
+            Ok(_) => errors::NONE,
+            Err(e) => map_store_error(e, false),
+        };
         if let Some(g) = self.groups.get_mut(gid) {
             for k in offsets {
                 g.offsets.remove(k);
@@ -419,7 +540,12 @@ impl GroupCoordinator {
     /// Empty without offsets. Returns how many offsets expired.
     pub fn expire_offsets(&mut self, log: &mut dyn OffsetsLog, now_ms: i64) -> usize {
         let retention_ms = self.config.offsets_retention_ms;
-        let gids: Vec<String> = self.groups.keys().cloned().collect();
+        let gids: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|gid| self.is_owned(self.partition_of(gid)))
+            .cloned()
+            .collect();
         let mut expired_total = 0;
         for gid in gids {
             let g = &self.groups[&gid];
@@ -460,7 +586,10 @@ impl GroupCoordinator {
                     .collect(),
                 _ => Vec::new(),
             };
-            let becomes_dead = g.is(GroupState::Empty) && g.offsets.len() == expired.len();
+            // Kafka's hasOffsets counts commits waiting for replication.
+            let becomes_dead = g.is(GroupState::Empty)
+                && g.offsets.len() == expired.len()
+                && g.pending_commits == 0;
             if expired.is_empty() && !becomes_dead {
                 continue;
             }
@@ -565,27 +694,5 @@ impl GroupCoordinator {
             }
         }
         Ok(())
-    }
-
-    /// Ends loading: loaded members must heartbeat within their session timeout.
-    pub fn finish_loading(&mut self, now_ms: i64) {
-        let members: Vec<(String, String, i64)> = self
-            .groups
-            .values()
-            .flat_map(|g| {
-                g.members.values().map(|m| {
-                    (
-                        g.group_id.clone(),
-                        m.member_id.clone(),
-                        m.session_timeout_ms as i64,
-                    )
-                })
-            })
-            .collect();
-        for (gid, mid, timeout) in members {
-            self.schedule_heartbeat(&gid, &mid, timeout, now_ms);
-        }
-        self.loading = false;
-        log::info!("group coordinator loaded {} groups", self.groups.len());
     }
 }

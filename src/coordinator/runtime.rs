@@ -1,10 +1,11 @@
 //! The coordinator on its shard: appends go to the local `__consumer_offsets`
-//! logs through the ReplicaManager; at start-up the topic is created if
-//! missing and its partitions are replayed; a task ticks the timers and
-//! expires old offsets.
+//! logs through the ReplicaManager and are answered once replicated; a
+//! partition's groups are loaded (its log replayed) when this broker
+//! becomes its leader and unloaded when it stops leading it (in cluster
+//! mode from LeaderAndIsr and StopReplica; a single broker leads them all
+//! from start-up); a task ticks the timers and expires old offsets.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -12,8 +13,10 @@ use kshard_shards::log::batch::{BatchIter, Compression, RECORD_BATCH_OVERHEAD};
 use kshard_shards::log::read_slice_bytes;
 use kshard_shards::log::records::{decompress, RecordIter};
 
-use super::{CoordinatorConfig, GroupCoordinator, OffsetsLog, OFFSETS_TOPIC};
-use crate::admin::embedded::NewTopic;
+use kshard_shards::mailbox::LocalBoxFuture;
+
+use super::{CoordinatorConfig, GroupCoordinator, OffsetsLog, ReplicationPoint, OFFSETS_TOPIC};
+use crate::admin::auto_topic_creation::offsets_topic;
 use crate::admin::AdminError;
 use crate::admin::TopicAdmin;
 use crate::protocol::errors;
@@ -30,32 +33,38 @@ const READ_CHUNK_BYTES: u32 = 4 << 20;
 const TICK_MAX_MS: u64 = 10;
 
 pub struct LocalOffsetsLog<'a> {
-    replica_manager: &'a ReplicaManager,
-    now_ms: i64,
+    replica_manager: &'a Rc<ReplicaManager>,
+    acks: i16,
 }
 
 impl OffsetsLog for LocalOffsetsLog<'_> {
-    fn append(&mut self, partition: i32, batch: Vec<u8>) -> ErrorCode {
+    fn append(
+        &mut self,
+        partition: i32,
+        leader_epoch: i32,
+        batch: Vec<u8>,
+    ) -> Result<i64, ErrorCode> {
         let part = ProducePart {
             topic: OFFSETS_TOPIC.to_string(),
             partition,
             records: batch.into(),
         };
-        let r = self
-            .replica_manager
-            .partitions_mut()
-            .append(&part, self.now_ms, false);
-        if r.error_code == errors::NONE {
-            self.replica_manager
-                .on_high_watermark_advanced(OFFSETS_TOPIC, partition);
-        } else {
+        let rm = self.replica_manager;
+        let r = rm.append_for_coordinator(&part, leader_epoch, self.acks);
+        if r.error_code != errors::NONE {
             log::warn!(
                 "append to {OFFSETS_TOPIC}-{partition} failed: error {} {}",
                 r.error_code,
                 r.error_message.unwrap_or_default()
             );
+            return Err(r.error_code);
         }
-        r.error_code
+        let end_offset = rm
+            .partitions()
+            .partition(OFFSETS_TOPIC, partition)
+            .map(|p| p.log.next_offset())
+            .expect("appended to a partition that exists");
+        Ok(end_offset)
     }
 }
 
@@ -66,27 +75,30 @@ pub struct CoordinatorRuntime {
     replica_manager: Rc<ReplicaManager>,
     admin: Rc<TopicAdmin>,
     router: Rc<Router>,
+    /// offsets.commit.required.acks: -1 answers once the ISR has the append.
+    required_acks: i16,
+    commit_timeout_ms: u64,
 }
 
 impl CoordinatorRuntime {
-    /// `coordinating`: false in cluster mode, which has no group coordinator yet.
     pub fn new(
         replica_manager: Rc<ReplicaManager>,
         admin: Rc<TopicAdmin>,
         router: Rc<Router>,
-        coordinating: bool,
     ) -> Self {
         assert_eq!(router.shard_id, CONTROLLER_SHARD);
-        let mut coordinator = GroupCoordinator::new(
-            CoordinatorConfig::from_broker(&admin.config),
-            now_ms() as i64,
-        );
-        coordinator.coordinating = coordinating;
+        let config = &admin.config;
+        let coordinator =
+            GroupCoordinator::new(CoordinatorConfig::from_broker(config), now_ms() as i64);
+        let required_acks = config.offsets_commit_required_acks;
+        let commit_timeout_ms = config.offsets_commit_timeout_ms.max(1) as u64;
         CoordinatorRuntime {
             coordinator: RefCell::new(coordinator),
             replica_manager,
             admin,
             router,
+            required_acks,
+            commit_timeout_ms,
         }
     }
 
@@ -98,130 +110,223 @@ impl CoordinatorRuntime {
         let now = now_ms() as i64;
         let mut log = LocalOffsetsLog {
             replica_manager: &self.replica_manager,
-            now_ms: now,
+            acks: self.required_acks,
         };
         let mut c = self.coordinator.borrow_mut();
         // Timers due by the request's arrival fire first (a session that
         // expired 1 ms ago is gone for this request), as Kafka's timer thread
         // runs them on time rather than at the next tick.
-        if !c.loading {
-            c.tick(&mut log, now);
-        }
+        c.tick(&mut log, now);
         f(&mut c, &mut log, now)
     }
 
-    /// Creates `__consumer_offsets` if needed, replays it and starts the ticker.
+    /// Resolves once an append the coordinator made is replicated as
+    /// offsets.commit.required.acks asks (Kafka's DelayedProduce), with
+    /// the append's error (NONE, or e.g. REQUEST_TIMED_OUT).
+    pub fn replicated(&self, point: Option<ReplicationPoint>) -> LocalBoxFuture<ErrorCode> {
+        match point {
+            Some(p) if self.required_acks == -1 => self.replica_manager.wait_for_high_watermark(
+                OFFSETS_TOPIC,
+                p.partition,
+                p.end_offset,
+                self.commit_timeout_ms,
+            ),
+            _ => Box::pin(async { errors::NONE }),
+        }
+    }
+
+    /// Single broker: creates `__consumer_offsets` if needed, then loads
+    /// every partition, all led here; then starts the ticker. In cluster
+    /// mode LeaderAndIsr drives loading (`on_leadership_change`).
     pub async fn start(self: &Rc<Self>) {
-        let config = &self.admin.config;
-        let metadata = &self.admin.metadata;
-        if metadata.image().topic(OFFSETS_TOPIC).is_none() {
-            let mut configs = BTreeMap::new();
-            configs.insert("cleanup.policy".to_string(), "compact".to_string());
-            configs.insert(
-                "segment.bytes".to_string(),
-                config.offsets_topic_segment_bytes.to_string(),
-            );
-            configs.insert("compression.type".to_string(), "producer".to_string());
-            // One broker: the replication factor is what it can host.
-            let live = metadata.image().brokers.len().max(1) as i16;
-            let rf = config.offsets_topic_replication_factor.clamp(1, live);
-            let t = NewTopic {
-                name: OFFSETS_TOPIC.to_string(),
-                num_partitions: config.offsets_topic_num_partitions.max(1),
-                replication_factor: rf,
-                assignment: None,
-                configs,
-            };
-            if let Err(AdminError { code, message }) = self.admin.create_topic(t, false).await {
-                log::error!("creating {OFFSETS_TOPIC}: error {code}: {message}");
+        if self.admin.cluster.is_none() {
+            self.create_single_broker_topic().await;
+            let image = self.admin.metadata.image();
+            let count = image
+                .topic(OFFSETS_TOPIC)
+                .map_or(0, |t| t.partitions.len() as i32);
+            for p in 0..count {
+                let epoch = self
+                    .replica_manager
+                    .partitions()
+                    .partition(OFFSETS_TOPIC, p)
+                    .map(|part| part.leader_epoch);
+                if let Some(epoch) = epoch {
+                    self.on_election(p, epoch);
+                }
             }
         }
-        self.load();
         glommio::spawn_local(self.clone().run_ticker()).detach();
     }
 
-    /// Replays every local `__consumer_offsets` partition into the coordinator.
-    fn load(&self) {
-        let started = now_ms();
-        let mut c = self.coordinator.borrow_mut();
-        let now = now_ms() as i64;
-        let mut records = 0usize;
-        let mut scratch = Vec::new();
-        for p in 0..c.config.num_partitions {
-            let partitions = self.replica_manager.partitions();
-            let Some(part) = partitions.partition(OFFSETS_TOPIC, p) else {
-                continue;
-            };
-            let mut offset = part.log.log_start_offset();
-            loop {
-                let read = part.read(offset, READ_CHUNK_BYTES, true);
-                if read.error_code != errors::NONE {
-                    log::error!(
-                        "replaying {OFFSETS_TOPIC}-{p} at {offset}: error {}",
-                        read.error_code
-                    );
-                    break;
-                }
-                let Some(slice) = read.slice else {
-                    break;
-                };
-                let bytes = match read_slice_bytes(&slice) {
-                    Ok(b) => b,
-                    Err(e) => {
-                        log::error!("replaying {OFFSETS_TOPIC}-{p}: {e}");
-                        break;
-                    }
-                };
-                let mut next = offset;
-                for item in BatchIter::new(&bytes) {
-                    let Ok((_, header, batch)) = item else {
-                        break;
-                    };
-                    next = header.last_offset() + 1;
-                    if header.is_control() || header.last_offset() < offset {
-                        continue;
-                    }
-                    let codec = Compression::from_attributes(header.attributes)
-                        .unwrap_or(Compression::None);
-                    let body = &batch[RECORD_BATCH_OVERHEAD.min(batch.len())..];
-                    let recs: &[u8] = if codec == Compression::None {
-                        body
-                    } else {
-                        if let Err(e) =
-                            decompress(codec, body, &mut scratch, MAX_REPLAY_BATCH_BYTES)
-                        {
-                            log::error!(
-                                "replaying {OFFSETS_TOPIC}-{p}: batch at {}: {e}",
-                                header.base_offset
-                            );
-                            continue;
-                        }
-                        &scratch
-                    };
-                    for r in RecordIter::new(recs) {
-                        let Ok(r) = r else {
-                            break;
-                        };
-                        let Some(key) = r.key else {
-                            continue;
-                        };
-                        records += 1;
-                        if let Err(e) = c.load_record(key, r.value, now) {
-                            log::warn!("skipping bad record in {OFFSETS_TOPIC}-{p}: {e}");
-                        }
+    async fn create_single_broker_topic(&self) {
+        let metadata = &self.admin.metadata;
+        if metadata.image().topic(OFFSETS_TOPIC).is_some() {
+            return;
+        }
+        let mut t = offsets_topic(&self.admin.config);
+        // One broker: the replication factor is what it can host.
+        t.replication_factor = t.replication_factor.clamp(1, 1);
+        if let Err(AdminError { code, message }) = self.admin.create_topic(t, false).await {
+            log::error!("creating {OFFSETS_TOPIC}: error {code}: {message}");
+        }
+    }
+
+    /// LeaderAndIsr or StopReplica changed this broker's role for some
+    /// `__consumer_offsets` partitions: load the groups of those it now
+    /// leads, unload the others (Kafka's onLeadershipChange).
+    pub fn on_leadership_change(self: &Rc<Self>, changes: &[CoordinatorHandOver]) {
+        for change in changes {
+            match *change {
+                CoordinatorHandOver::Elected {
+                    partition,
+                    leader_epoch,
+                } => self.on_election(partition, leader_epoch),
+                CoordinatorHandOver::Resigned {
+                    partition,
+                    leader_epoch,
+                } => {
+                    let unloaded = self
+                        .coordinator
+                        .borrow_mut()
+                        .unload(partition, leader_epoch);
+                    if let Some(groups) = unloaded {
+                        log::info!(
+                            "resigned as coordinator of {OFFSETS_TOPIC}-{partition}: unloaded {groups} groups"
+                        );
                     }
                 }
-                if next <= offset {
-                    break;
-                }
-                offset = next;
             }
         }
-        c.finish_loading(now_ms() as i64);
+    }
+
+    /// onElection: loads the partition's groups in the background.
+    fn on_election(self: &Rc<Self>, partition: i32, leader_epoch: i32) {
+        {
+            let mut c = self.coordinator.borrow_mut();
+            if c.partitions.is_empty() {
+                // partitionFor uses the topic's real partition count.
+                if let Some(t) = self.admin.metadata.image().topic(OFFSETS_TOPIC) {
+                    c.config.num_partitions = t.partitions.len().max(1) as i32;
+                }
+            }
+            if partition >= c.config.num_partitions || !c.begin_loading(partition, leader_epoch) {
+                return;
+            }
+        }
+        glommio::spawn_local(self.clone().load_partition(partition, leader_epoch)).detach();
+    }
+
+    /// Kafka's doLoadGroupsAndOffsets: replays the partition from its log
+    /// start to its log end offset, a chunk at a time, yielding between
+    /// chunks so the shard keeps serving; stops if the partition is
+    /// unloaded or re-elected meanwhile.
+    async fn load_partition(self: Rc<Self>, partition: i32, leader_epoch: i32) {
+        let started_ms = now_ms();
+        let mut offset = match self
+            .replica_manager
+            .partitions()
+            .partition(OFFSETS_TOPIC, partition)
+        {
+            Some(part) => part.log.log_start_offset(),
+            None => -1,
+        };
+        let mut records = 0usize;
+        let mut scratch = Vec::new();
+        while offset >= 0 {
+            glommio::yield_if_needed().await;
+            if !self
+                .coordinator
+                .borrow()
+                .is_loading_for(partition, leader_epoch)
+            {
+                return;
+            }
+            match self.replay_chunk(partition, offset, &mut scratch) {
+                Ok((next, n)) if next > offset => {
+                    offset = next;
+                    records += n;
+                }
+                Ok(_) => break,
+                Err(e) => {
+                    log::error!("replaying {OFFSETS_TOPIC}-{partition} at {offset}: {e}");
+                    break;
+                }
+            }
+        }
+        let mut c = self.coordinator.borrow_mut();
+        if !c.is_loading_for(partition, leader_epoch) {
+            return;
+        }
+        c.finish_loading(partition, now_ms() as i64);
         log::info!(
-            "replayed {records} records of {OFFSETS_TOPIC} in {} ms",
-            now_ms().saturating_sub(started)
+            "loaded {records} records of {OFFSETS_TOPIC}-{partition} (leader epoch {leader_epoch}) in {} ms",
+            now_ms().saturating_sub(started_ms)
         );
+    }
+
+    /// Applies the records of one read at `offset`; returns the offset after
+    /// the last batch read and how many records it applied.
+    fn replay_chunk(
+        &self,
+        partition: i32,
+        offset: i64,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(i64, usize), String> {
+        let partitions = self.replica_manager.partitions();
+        let Some(part) = partitions.partition(OFFSETS_TOPIC, partition) else {
+            return Ok((offset, 0));
+        };
+        let read = part.read_for_follower(offset, READ_CHUNK_BYTES, true);
+        if read.error_code != errors::NONE {
+            return Err(format!("error {}", read.error_code));
+        }
+        let Some(slice) = read.slice else {
+            return Ok((offset, 0));
+        };
+        let bytes = read_slice_bytes(&slice).map_err(|e| e.to_string())?;
+        drop(partitions);
+        let mut c = self.coordinator.borrow_mut();
+        let now = now_ms() as i64;
+        let mut next = offset;
+        let mut records = 0usize;
+        for item in BatchIter::new(&bytes) {
+            let Ok((_, header, batch)) = item else {
+                break;
+            };
+            next = header.last_offset() + 1;
+            if header.is_control() || header.last_offset() < offset {
+                continue;
+            }
+            let codec =
+                Compression::from_attributes(header.attributes).unwrap_or(Compression::None);
+            let body = &batch[RECORD_BATCH_OVERHEAD.min(batch.len())..];
+            let recs: &[u8] = if codec == Compression::None {
+                body
+            } else {
+                if let Err(e) = decompress(codec, body, scratch, MAX_REPLAY_BATCH_BYTES) {
+                    log::error!(
+                        "replaying {OFFSETS_TOPIC}-{partition}: batch at {}: {e}",
+                        header.base_offset
+                    );
+                    continue;
+                }
+                scratch
+            };
+            for r in RecordIter::new(recs) {
+                let Ok(r) = r else {
+                    break;
+                };
+                let Some(key) = r.key else {
+                    continue;
+                };
+                records += 1;
+                if let Err(e) = c.load_record(key, r.value, now) {
+                    log::warn!("skipping bad record in {OFFSETS_TOPIC}-{partition}: {e}");
+                }
+            }
+        }
+        Ok((next, records))
     }
 
     /// Ticks the coordinator's timers and runs offset expiry.
@@ -246,4 +351,18 @@ impl CoordinatorRuntime {
             };
         }
     }
+}
+
+/// A change of this broker's role for one `__consumer_offsets` partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoordinatorHandOver {
+    Elected {
+        partition: i32,
+        leader_epoch: i32,
+    },
+    /// `leader_epoch`: None from StopReplica.
+    Resigned {
+        partition: i32,
+        leader_epoch: Option<i32>,
+    },
 }

@@ -1,8 +1,8 @@
 //! FindCoordinator (API 10, v0-6; v4+ batches keys, v6 may ask for share
-//! groups). Groups: the coordinator
-//! is the leader of `__consumer_offsets` partition `partitionFor(group)`,
-//! which on this single broker is always this broker (the partitions live
-//! on the controller shard). Transaction coordinators: kshard has none, so
+//! groups). Groups: the coordinator is the live leader of
+//! `__consumer_offsets` partition `partitionFor(group)` in this broker's
+//! metadata (Kafka's getCoordinator), which the topic is created for on
+//! first use. Transaction coordinators: kshard has none, so
 //! key type 1 gets INVALID_REQUEST, which clients treat as fatal (the Java
 //! producer fails initTransactions at once instead of retrying until
 //! max.block.ms), with a message saying why.
@@ -14,10 +14,11 @@ use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::coordinator::OFFSETS_TOPIC;
+use crate::coordinator::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::router::{ShardRequest, CONTROLLER_SHARD};
 
 const GROUP_KEY_TYPE: i8 = 0;
 const TRANSACTION_KEY_TYPE: i8 = 1;
@@ -35,7 +36,7 @@ struct Found {
     port: i32,
 }
 
-fn find(ctx: &KafkaApis, key_type: i8, version: i16) -> Found {
+fn find(ctx: &KafkaApis, key_type: i8, key: &str, version: i16) -> Found {
     let fail = |error: ErrorCode, message: &str| Found {
         error,
         message: Some(message.to_string()),
@@ -43,37 +44,19 @@ fn find(ctx: &KafkaApis, key_type: i8, version: i16) -> Found {
         host: String::new(),
         port: -1,
     };
-    match key_type {
-        // Cluster mode does not yet move group coordination with the
-        // leadership of __consumer_offsets partitions.
-        GROUP_KEY_TYPE if ctx.cluster.is_some() => fail(
+    let not_available = || {
+        fail(
             errors::COORDINATOR_NOT_AVAILABLE,
             "The coordinator is not available.",
-        ),
-        GROUP_KEY_TYPE => {
-            let image = ctx.metadata.image();
-            match (image.topic(OFFSETS_TOPIC), image.brokers.first()) {
-                (Some(_), Some(b)) => Found {
-                    error: errors::NONE,
-                    message: Some("NONE".into()),
-                    node_id: b.id,
-                    host: b.host.clone(),
-                    port: b.port as i32,
-                },
-                _ => fail(
-                    errors::COORDINATOR_NOT_AVAILABLE,
-                    "The coordinator is not available.",
-                ),
-            }
-        }
+        )
+    };
+    match key_type {
+        GROUP_KEY_TYPE => group_coordinator(ctx, key).unwrap_or_else(not_available),
         TRANSACTION_KEY_TYPE => fail(
             errors::INVALID_REQUEST,
             "kshard has no transaction coordinator; transactions are not supported",
         ),
-        SHARE_KEY_TYPE if version >= SHARE_VERSION => fail(
-            errors::COORDINATOR_NOT_AVAILABLE,
-            "The coordinator is not available.",
-        ),
+        SHARE_KEY_TYPE if version >= SHARE_VERSION => not_available(),
         other => fail(
             errors::INVALID_REQUEST,
             &format!("Unknown coordinator type {other}"),
@@ -81,12 +64,55 @@ fn find(ctx: &KafkaApis, key_type: i8, version: i16) -> Found {
     }
 }
 
-pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+/// Kafka's getCoordinator for a group: the live leader of its
+/// `__consumer_offsets` partition in this broker's metadata; None while the
+/// topic is missing, the partition has no leader or the leader is not alive.
+fn group_coordinator(ctx: &KafkaApis, group_id: &str) -> Option<Found> {
+    let image = ctx.metadata.image();
+    let topic = image.topic(OFFSETS_TOPIC)?;
+    let partition = partition_for(group_id, topic.partitions.len().max(1) as i32);
+    let leader = topic
+        .partitions
+        .iter()
+        .find(|p| p.partition == partition)
+        .map(|p| p.leader)
+        .filter(|&l| l >= 0)?;
+    let broker = image.brokers.iter().find(|b| b.id == leader)?;
+    Some(Found {
+        error: errors::NONE,
+        message: Some("NONE".into()),
+        node_id: broker.id,
+        host: broker.host.clone(),
+        port: broker.port as i32,
+    })
+}
+
+/// A missing `__consumer_offsets` is created in the background, as Kafka's
+/// FindCoordinator asks its AutoTopicCreationManager; the request is
+/// answered COORDINATOR_NOT_AVAILABLE meanwhile.
+async fn create_offsets_topic_if_missing(ctx: &KafkaApis, key_type: i8) {
+    if key_type != GROUP_KEY_TYPE || ctx.metadata.image().topic(OFFSETS_TOPIC).is_some() {
+        return;
+    }
+    let names = vec![OFFSETS_TOPIC.to_string()];
+    if ctx.shard_id == CONTROLLER_SHARD {
+        ctx.admin.auto_create_topics(&names);
+    } else if let Err(e) = ctx
+        .router
+        .call(CONTROLLER_SHARD, ShardRequest::AutoCreateTopics { names })
+        .await
+    {
+        log::debug!("asking to create {OFFSETS_TOPIC}: {e:?}");
+    }
+}
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: FindCoordinatorRequest = decode_body(req)?;
+    create_offsets_topic_if_missing(ctx, request.key_type).await;
     let mut response = FindCoordinatorResponse::default();
     if req.api_version >= BATCHED_VERSION {
         for key in &request.coordinator_keys {
-            let mut f = find(ctx, request.key_type, req.api_version);
+            let mut f = find(ctx, request.key_type, key, req.api_version);
             // Kafka's batched answer leaves the message at its default, an
             // empty string, error or not; kshard's own INVALID_REQUEST texts
             // say what is missing.
@@ -104,7 +130,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             );
         }
     } else {
-        let f = find(ctx, request.key_type, req.api_version);
+        let f = find(ctx, request.key_type, &request.key, req.api_version);
         response = response
             .with_error_code(f.error.code())
             .with_error_message(f.message.map(StrBytes::from_string))

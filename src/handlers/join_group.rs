@@ -51,9 +51,16 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     };
     let rx = ctx.with_coordinator(|c, log, now| c.join_group(log, params, now))?;
     // A JoinGroup superseded by a newer one from the same member: rejoin.
-    let result = rx
+    let mut result = rx
         .await
         .unwrap_or_else(|_| JoinResult::error(&member_id, errors::REBALANCE_IN_PROGRESS));
+    // A static member's rejoin is answered once the group's record is replicated.
+    if result.error.is_none() {
+        let e = super::group_stored(ctx, result.stored).await;
+        if !e.is_none() {
+            result = JoinResult::error(&result.member_id, e);
+        }
+    }
     let v = req.api_version;
     let (protocol_type, protocol_name) = if v >= PROTOCOL_IN_RESPONSE_VERSION {
         (result.protocol_type, result.protocol_name)

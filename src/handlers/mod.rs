@@ -42,10 +42,13 @@ use kafka_protocol::protocol::Encodable;
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
+use crate::coordinator::offsets::map_store_error;
 use crate::coordinator::runtime::CoordinatorRuntime;
-use crate::coordinator::{GroupCoordinator, OffsetsLog};
+use crate::coordinator::{GroupCoordinator, OffsetsLog, ReplicationPoint};
 use crate::handlers::fetch::session::FetchSessionCache;
 use crate::metadata::metadata_cache::MetadataCache;
+use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{encode_response, Request, Response};
 use crate::replica::ReplicaManager;
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
@@ -95,6 +98,19 @@ impl KafkaApis {
     }
 }
 
+/// Waits until the coordinator's append at `point` is replicated as
+/// offsets.commit.required.acks asks; its error mapped as Kafka's
+/// storeGroup maps it (NONE when nothing was appended).
+pub async fn group_stored(ctx: &KafkaApis, point: Option<ReplicationPoint>) -> ErrorCode {
+    let Some(c) = &ctx.coordinator else {
+        return errors::NONE;
+    };
+    match c.replicated(point).await {
+        e if e.is_none() => e,
+        e => map_store_error(e, false),
+    }
+}
+
 /// `Ok(None)`: no response (acks=0 produce). `Err`: close the connection.
 pub type HandlerResult = Result<Option<Response>, String>;
 
@@ -120,7 +136,7 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &req),
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
-        ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req),
+        ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req).await,
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
         ApiKey::AlterPartition => inter_broker::alter_partition::handle(ctx, &req).await,
         ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::CreatePartitions => {
@@ -171,7 +187,7 @@ pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerRe
         // Version 0 offsets live in the metadata store, as in ZooKeeper-mode Kafka.
         ApiKey::OffsetCommit if req.api_version == 0 => zk_offsets::commit(ctx, &req).await,
         ApiKey::OffsetFetch if req.api_version == 0 => zk_offsets::fetch(ctx, &req).await,
-        ApiKey::OffsetCommit => offset_commit::handle(ctx, &req),
+        ApiKey::OffsetCommit => offset_commit::handle(ctx, &req).await,
         ApiKey::OffsetFetch => offset_fetch::handle(ctx, &req),
         ApiKey::ListGroups => list_groups::handle(ctx, &req),
         ApiKey::DescribeGroups => describe_groups::handle(ctx, &req),

@@ -1,7 +1,8 @@
 //! OffsetCommit (API 8, v2-9), run by the group coordinator. Commits for
 //! topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (as in Kafka's
-//! KafkaApis); the rest are written to `__consumer_offsets` before the
-//! answer is sent.
+//! KafkaApis); the rest are written to `__consumer_offsets` and answered
+//! once replicated (offsets.commit.required.acks), when OffsetFetch starts
+//! returning them.
 
 use std::rc::Rc;
 
@@ -11,7 +12,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::offsets::CommitPart;
+use crate::coordinator::offsets::{CommitOutcome, CommitPart};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
@@ -19,7 +20,33 @@ use crate::protocol::{decode_body, errors, Request};
 /// Versions 2-4 carry a retention time (-1: the broker default).
 const LAST_RETENTION_VERSION: i16 = 4;
 
-pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+/// Waits until the commits are replicated (Kafka's pending offset
+/// commits), then makes them visible; one error per commit.
+async fn replicated(ctx: &KafkaApis, outcome: CommitOutcome) -> Vec<ErrorCode> {
+    let CommitOutcome {
+        mut results,
+        pending,
+    } = outcome;
+    let Some(pending) = pending else {
+        return results;
+    };
+    let coordinator = ctx
+        .coordinator
+        .as_ref()
+        .expect("commits ran on the coordinator's shard");
+    let replicated = coordinator.replicated(Some(pending.stored)).await;
+    let e = ctx
+        .with_coordinator(|c, _, _| c.complete_commit(pending, replicated))
+        .expect("commits ran on the coordinator's shard");
+    if !e.is_none() {
+        for r in results.iter_mut().filter(|r| r.is_none()) {
+            *r = e;
+        }
+    }
+    results
+}
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetCommitRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let mut parts = Vec::new();
@@ -51,7 +78,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     } else {
         -1
     };
-    let results = ctx.with_coordinator(|c, log, now| {
+    let outcome = ctx.with_coordinator(|c, log, now| {
         c.commit_offsets(
             log,
             &r.group_id.0,
@@ -63,6 +90,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             now,
         )
     })?;
+    let results = replicated(ctx, outcome).await;
     let topics = r
         .topics
         .iter()

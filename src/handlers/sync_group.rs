@@ -43,9 +43,16 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             now,
         )
     })?;
-    let result = rx
+    let mut result = rx
         .await
         .unwrap_or_else(|_| SyncResult::error(errors::REBALANCE_IN_PROGRESS));
+    // The assignment is answered once the group's record is replicated.
+    if result.error.is_none() {
+        let e = super::group_stored(ctx, result.stored).await;
+        if !e.is_none() {
+            result = SyncResult::error(e);
+        }
+    }
     let response = SyncGroupResponse::default()
         .with_error_code(result.error.code())
         .with_protocol_type(result.protocol_type.map(StrBytes::from_string))

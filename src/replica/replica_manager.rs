@@ -202,6 +202,76 @@ impl ReplicaManager {
         })
     }
 
+    /// The group coordinator's append (Kafka's `appendRecords` with
+    /// `AppendOrigin.Coordinator`): one batch on a local partition, now; the
+    /// coordinator's state follows the outcome. `leader_epoch` is the
+    /// coordinator's epoch: once the partition's leader epoch moved, the
+    /// coordinator is stale and the append is refused with
+    /// NOT_LEADER_OR_FOLLOWER. With acks=all the caller then waits in
+    /// `wait_for_high_watermark`.
+    pub fn append_for_coordinator(
+        &self,
+        part: &ProducePart,
+        leader_epoch: i32,
+        acks: i16,
+    ) -> ProducePartResult {
+        self.assert_owned(&part.topic, part.partition);
+        let result = {
+            let mut partitions = self.partitions_mut();
+            let current_epoch = partitions
+                .partition(&part.topic, part.partition)
+                .map(|p| p.leader_epoch);
+            if current_epoch != Some(leader_epoch) {
+                return ProducePartResult::failed(errors::NOT_LEADER_OR_FOLLOWER);
+            }
+            if acks == -1 {
+                if let Some(code) = partitions.check_enough_replicas(&part.topic, part.partition) {
+                    return ProducePartResult::failed(code);
+                }
+            }
+            partitions.append(part, now_ms() as i64, false)
+        };
+        if result.error_code == errors::NONE {
+            self.on_high_watermark_advanced(&part.topic, part.partition);
+        }
+        result
+    }
+
+    /// Resolves once the high watermark of a partition this broker leads
+    /// reaches `required_offset` (Kafka's DelayedProduce for acks=all):
+    /// NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER when
+    /// leadership moved, or REQUEST_TIMED_OUT after `timeout_ms`.
+    pub fn wait_for_high_watermark(
+        &self,
+        topic: &str,
+        partition: i32,
+        required_offset: i64,
+        timeout_ms: u64,
+    ) -> LocalBoxFuture<ErrorCode> {
+        self.assert_owned(topic, partition);
+        let (tx, rx) = oneshot::channel();
+        let op = DelayedProduce {
+            waiting: vec![Some(ProduceWait {
+                topic: topic.to_string(),
+                partition,
+                required_offset,
+                until_high_watermark: true,
+                index: 0,
+            })],
+            results: vec![ProducePartResult::nothing_appended()],
+            done: Some(tx),
+        };
+        let deadline_ms = monotonic_ms() + timeout_ms;
+        self.watch_produce(op, deadline_ms, &[(topic.to_string(), partition)]);
+        Box::pin(async move {
+            match rx.await {
+                Ok(results) => results[0].error_code,
+                // The purgatory dropped the operation (the shard is closing).
+                Err(_) => errors::NOT_LEADER_OR_FOLLOWER,
+            }
+        })
+    }
+
     /// Kafka's `fetchMessages`, the read: each part in order under `budget`.
     /// A follower's fetch may move the high watermark or the ISR.
     pub fn fetch_messages(

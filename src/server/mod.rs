@@ -323,12 +323,9 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         .join(shard_id, shard::mailbox_handler(&ctx))
         .await;
     ctx.router.set_mailbox(mb);
-    if let Some(coordinator) = ctx
-        .coordinator
-        .as_ref()
-        .filter(|_| broker.cluster.is_none())
-    {
-        // Creates and replays __consumer_offsets before serving.
+    if let Some(coordinator) = ctx.coordinator.as_ref() {
+        // A single broker creates __consumer_offsets and starts loading it
+        // before serving; in a cluster LeaderAndIsr drives loading.
         coordinator.start().await;
     }
     glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();

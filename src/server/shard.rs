@@ -13,11 +13,13 @@ use crate::admin::embedded::EmbeddedAdmin;
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
-use crate::coordinator::runtime::CoordinatorRuntime;
+use crate::coordinator::runtime::{CoordinatorHandOver, CoordinatorRuntime};
+use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::{self, KafkaApis};
 use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::errors;
-use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager};
+use crate::protocol::errors::ErrorCode;
+use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager, RoleChange};
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// Kafka's `max.incremental.fetch.session.cache.slots` default.
@@ -66,13 +68,13 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         sc.cluster.clone(),
         sc.controller,
     ));
-    // Cluster mode has no group coordinator yet (issue 15).
+    // The coordinator shares the controller shard with every
+    // __consumer_offsets partition (placement::shard_for).
     let coordinator = (sc.shard_id == CONTROLLER_SHARD).then(|| {
         Rc::new(CoordinatorRuntime::new(
             replica_manager.clone(),
             admin.clone(),
             router.clone(),
-            sc.cluster.is_none(),
         ))
     });
     let apis = Rc::new(KafkaApis {
@@ -176,10 +178,23 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             topic,
             parts,
             leaders,
-        } => map(
-            rm.become_leader_or_follower(topic, parts, leaders),
-            ShardResponse::PartitionErrors,
-        ),
+        } => {
+            let hand_over = coordinator_of(&apis, &topic.name).map(|c| {
+                let (broker_id, roles) = (rm.broker_id, parts.clone());
+                move |codes: &[ErrorCode]| {
+                    c.on_leadership_change(&elections(broker_id, &roles, codes))
+                }
+            });
+            map(
+                rm.become_leader_or_follower(topic, parts, leaders),
+                move |codes| {
+                    if let Some(hand_over) = hand_over {
+                        hand_over(&codes);
+                    }
+                    ShardResponse::PartitionErrors(codes)
+                },
+            )
+        }
         ShardRequest::StopReplicas {
             topic,
             parts,
@@ -191,10 +206,22 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
                     forget(topic);
                 }
             };
-            map(
-                rm.stop_replicas(topic, parts, delete, then),
-                ShardResponse::PartitionErrors,
-            )
+            let hand_over = coordinator_of(&apis, &topic).map(|c| {
+                let resigned: Vec<CoordinatorHandOver> = parts
+                    .iter()
+                    .map(|p| CoordinatorHandOver::Resigned {
+                        partition: p.partition,
+                        leader_epoch: None,
+                    })
+                    .collect();
+                move || c.on_leadership_change(&resigned)
+            });
+            map(rm.stop_replicas(topic, parts, delete, then), move |codes| {
+                if let Some(hand_over) = hand_over {
+                    hand_over();
+                }
+                ShardResponse::PartitionErrors(codes)
+            })
         }
         ShardRequest::InterBroker {
             api_key,
@@ -212,6 +239,39 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             )
         }),
     }
+}
+
+/// The group coordinator, when `topic` is `__consumer_offsets` and this is
+/// its shard: it follows the role changes of those partitions (Kafka's
+/// onLeadershipChange).
+fn coordinator_of(apis: &Rc<KafkaApis>, topic: &str) -> Option<Rc<CoordinatorRuntime>> {
+    apis.coordinator.clone().filter(|_| topic == OFFSETS_TOPIC)
+}
+
+/// The partitions a LeaderAndIsr made this broker lead or follow.
+fn elections(
+    broker_id: i32,
+    parts: &[RoleChange],
+    codes: &[ErrorCode],
+) -> Vec<CoordinatorHandOver> {
+    parts
+        .iter()
+        .zip(codes)
+        .filter(|(_, code)| code.is_none())
+        .map(|(p, _)| {
+            if p.leader == broker_id {
+                CoordinatorHandOver::Elected {
+                    partition: p.partition,
+                    leader_epoch: p.leader_epoch,
+                }
+            } else {
+                CoordinatorHandOver::Resigned {
+                    partition: p.partition,
+                    leader_epoch: Some(p.leader_epoch),
+                }
+            }
+        })
+        .collect()
 }
 
 /// Drops a deleted topic from this shard's fetch sessions.

@@ -101,18 +101,29 @@ pub struct JoinParams {
     pub supports_skip_assignment: bool,
 }
 
+/// A `__consumer_offsets` partition this broker leads, so coordinates the
+/// groups of (Kafka's ownedPartitions / loadingPartitions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffsetsPartition {
+    /// The coordinator epoch: the partition's leader epoch when this broker
+    /// was elected; appends under an older one are refused.
+    pub leader_epoch: i32,
+    /// Its records are being replayed: its groups answer
+    /// COORDINATOR_LOAD_IN_PROGRESS.
+    pub loading: bool,
+    /// Tells this load from a later one of the same partition.
+    pub load_id: u64,
+}
+
 pub struct GroupCoordinator {
     pub config: CoordinatorConfig,
     pub groups: HashMap<String, Group>,
     timers: Purgatory<TimerKey, CoordTimer, TimerSink>,
     fired: TimerSink,
-    /// True until `__consumer_offsets` has been replayed.
-    pub loading: bool,
-    /// False when this broker coordinates no group (cluster mode, until the
-    /// coordinator follows `__consumer_offsets` leadership): group requests
-    /// get NOT_COORDINATOR and ListGroups an empty list, as from a Kafka
-    /// broker that leads no `__consumer_offsets` partition.
-    pub coordinating: bool,
+    /// The `__consumer_offsets` partitions this broker coordinates or is
+    /// loading; the groups of any other partition get NOT_COORDINATOR.
+    pub partitions: HashMap<i32, OffsetsPartition>,
+    pub(super) next_load_id: u64,
 }
 
 /// Kafka's isValidGroupId: empty ids are allowed only for offset and admin APIs.
@@ -127,22 +138,32 @@ impl GroupCoordinator {
             groups: HashMap::new(),
             timers: Purgatory::new("group", 1, 512, now_ms.max(0) as u64),
             fired: RefCell::new(Vec::new()),
-            loading: true,
-            coordinating: true,
+            partitions: HashMap::new(),
+            next_load_id: 0,
         }
     }
 
-    /// Kafka's validateGroupStatus (every group is local here).
+    /// Kafka's validateGroupStatus: the group's partition must be led here
+    /// and loaded.
     pub fn validate_group_status(&self, group_id: &str, allow_empty: bool) -> Option<ErrorCode> {
         if invalid_group_id(group_id, allow_empty) {
-            Some(errors::INVALID_GROUP_ID)
-        } else if !self.coordinating {
-            Some(errors::NOT_COORDINATOR)
-        } else if self.loading {
-            Some(errors::COORDINATOR_LOAD_IN_PROGRESS)
-        } else {
-            None
+            return Some(errors::INVALID_GROUP_ID);
         }
+        match self.partitions.get(&self.partition_of(group_id)) {
+            None => Some(errors::NOT_COORDINATOR),
+            Some(p) if p.loading => Some(errors::COORDINATOR_LOAD_IN_PROGRESS),
+            Some(_) => None,
+        }
+    }
+
+    /// Whether any partition is still loading (ListGroups waits for all).
+    pub fn is_loading(&self) -> bool {
+        self.partitions.values().any(|p| p.loading)
+    }
+
+    /// Whether the groups of `partition` are loaded here.
+    pub fn is_owned(&self, partition: i32) -> bool {
+        self.partitions.get(&partition).is_some_and(|p| !p.loading)
     }
 
     // ---- timers ----
@@ -403,8 +424,7 @@ impl GroupCoordinator {
                 "group {gid} with generation {} is now empty",
                 g.generation_id
             );
-            let e = self.store_group(log, gid, now_ms);
-            if e != errors::NONE {
+            if let Err(e) = self.store_group(log, gid, now_ms) {
                 log::warn!("failed to write empty metadata for group {gid}: error {e}");
             }
             return;
@@ -432,6 +452,7 @@ impl GroupCoordinator {
                 } else {
                     Vec::new()
                 },
+                stored: None,
             };
             g.complete_join(id, result);
         }
@@ -498,6 +519,7 @@ impl GroupCoordinator {
         } else {
             (None, None)
         };
+        let stored = g.last_stored.filter(|_| error == errors::NONE);
         let mut answered = Vec::new();
         for m in g.members.values_mut() {
             if let Some(tx) = m.sync_waiter.take() {
@@ -506,6 +528,7 @@ impl GroupCoordinator {
                     protocol_type: pt.clone(),
                     protocol_name: pn.clone(),
                     assignment: m.assignment.clone(),
+                    stored,
                 });
                 answered.push(m.member_id.clone());
             }
@@ -618,8 +641,7 @@ impl GroupCoordinator {
                     for m in g.members.values_mut() {
                         m.assignment = given.remove(&m.member_id).unwrap_or_default();
                     }
-                    let e = self.store_group(log, gid, now_ms);
-                    if e != errors::NONE {
+                    if let Err(e) = self.store_group(log, gid, now_ms) {
                         self.reset_and_propagate_assignment_error(gid, e, now_ms);
                         self.maybe_prepare_rebalance(
                             log,
@@ -644,6 +666,7 @@ impl GroupCoordinator {
                     protocol_type: g.protocol_type.clone(),
                     protocol_name: g.protocol_name.clone(),
                     assignment: g.members[member_id].assignment.clone(),
+                    stored: g.last_stored,
                 });
                 self.schedule_session_heartbeat(gid, member_id, now_ms);
             }

@@ -7,6 +7,7 @@ use kshard_shards::oneshot;
 
 use super::*;
 use crate::coordinator::offsets::CommitPart;
+use crate::coordinator::partition_for;
 use crate::protocol::errors::ErrorCode;
 
 #[derive(Default)]
@@ -16,12 +17,58 @@ struct MemLog {
 }
 
 impl OffsetsLog for MemLog {
-    fn append(&mut self, partition: i32, batch: Vec<u8>) -> ErrorCode {
+    fn append(
+        &mut self,
+        partition: i32,
+        _leader_epoch: i32,
+        batch: Vec<u8>,
+    ) -> Result<i64, ErrorCode> {
         if self.fail_with != 0 {
-            return self.fail_with;
+            return Err(self.fail_with);
         }
         self.batches.push((partition, batch));
-        errors::NONE
+        // One offset per batch is enough to order appends.
+        Ok(self.batches.len() as i64)
+    }
+}
+
+impl GroupCoordinator {
+    /// OffsetCommit whose append is replicated at once.
+    #[allow(clippy::too_many_arguments)]
+    fn commit_offsets_now(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        gid: &str,
+        generation_id: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        retention_ms: i64,
+        parts: &[CommitPart],
+        now_ms: i64,
+    ) -> Vec<ErrorCode> {
+        let outcome = self.commit_offsets(
+            log,
+            gid,
+            generation_id,
+            member_id,
+            instance_id,
+            retention_ms,
+            parts,
+            now_ms,
+        );
+        if let Some(pending) = outcome.pending {
+            assert_eq!(self.complete_commit(pending, errors::NONE), errors::NONE);
+        }
+        outcome.results
+    }
+
+    /// Loads every partition (nothing to replay, or what the caller replayed).
+    fn finish_loading_all(&mut self, now_ms: i64) {
+        for p in 0..self.config.num_partitions {
+            if self.begin_loading(p, 0) {
+                self.finish_loading(p, now_ms);
+            }
+        }
     }
 }
 
@@ -55,7 +102,7 @@ fn config(delay_ms: i64) -> CoordinatorConfig {
 
 fn coordinator(delay_ms: i64) -> GroupCoordinator {
     let mut c = GroupCoordinator::new(config(delay_ms), 0);
-    c.finish_loading(0);
+    c.finish_loading_all(0);
     c
 }
 
@@ -122,7 +169,7 @@ fn single_member_full_cycle_and_persistence() {
         leader_epoch: -1,
         metadata: Some("meta".into()),
     };
-    let r = c.commit_offsets(
+    let r = c.commit_offsets_now(
         &mut log,
         "g",
         1,
@@ -158,7 +205,7 @@ fn single_member_full_cycle_and_persistence() {
         c.heartbeat(&mut log, "g", 1, "nobody", None, 4),
         errors::UNKNOWN_MEMBER_ID
     );
-    let r = c.commit_offsets(
+    let r = c.commit_offsets_now(
         &mut log,
         "g",
         1,
@@ -169,7 +216,7 @@ fn single_member_full_cycle_and_persistence() {
         5,
     );
     assert_eq!(r, vec![0]);
-    let r = c.commit_offsets(
+    let r = c.commit_offsets_now(
         &mut log,
         "g",
         0,
@@ -187,10 +234,15 @@ fn single_member_full_cycle_and_persistence() {
 
     // Replaying what was written rebuilds the group and its offsets.
     let mut c2 = GroupCoordinator::new(config(0), 0);
+    for p in 0..50 {
+        c2.begin_loading(p, 0);
+    }
     for (k, v) in log.records() {
         c2.load_record(&k, v.as_deref(), 10).unwrap();
     }
-    c2.finish_loading(10);
+    for p in 0..50 {
+        c2.finish_loading(p, 10);
+    }
     let g = &c2.groups["g"];
     assert_eq!((g.state, g.generation_id), (GroupState::Stable, 1));
     assert_eq!(g.members[&m1].assignment, assignment);
@@ -241,7 +293,7 @@ fn second_member_triggers_rebalance_and_both_join() {
         metadata: None,
     };
     assert_eq!(
-        c.commit_offsets(&mut log, "g", 1, &m1, None, -1, &[part], 4),
+        c.commit_offsets_now(&mut log, "g", 1, &m1, None, -1, &[part], 4),
         vec![0]
     );
     let rx1 = c.join_group(&mut log, join(&m1, &["range"]), 5);
@@ -409,7 +461,7 @@ fn initial_delay_waits_and_simple_commits() {
         metadata: None,
     };
     assert_eq!(
-        c.commit_offsets(
+        c.commit_offsets_now(
             &mut log,
             "simple",
             -1,
@@ -422,7 +474,7 @@ fn initial_delay_waits_and_simple_commits() {
         vec![0]
     );
     assert_eq!(
-        c.commit_offsets(
+        c.commit_offsets_now(
             &mut log,
             "gone",
             3,
@@ -436,7 +488,7 @@ fn initial_delay_waits_and_simple_commits() {
     );
     // Non-empty group: only members may commit.
     assert_eq!(
-        c.commit_offsets(&mut log, "g", -1, "", None, -1, &[part], 1),
+        c.commit_offsets_now(&mut log, "g", -1, "", None, -1, &[part], 1),
         vec![errors::UNKNOWN_MEMBER_ID]
     );
     assert_eq!(c.list_groups(&[]).1.len(), 2);
@@ -474,7 +526,7 @@ fn offset_delete_respects_subscriptions() {
         metadata: None,
     });
     assert_eq!(
-        c.commit_offsets(&mut log, "g", 1, &j.member_id, None, -1, &parts, 3),
+        c.commit_offsets_now(&mut log, "g", 1, &j.member_id, None, -1, &parts, 3),
         vec![0, 0]
     );
     let (e, r) = c.delete_offsets(&mut log, "g", &[("t".into(), 0), ("u".into(), 0)], 4);
@@ -492,16 +544,15 @@ fn offset_delete_respects_subscriptions() {
     );
     // A failed append is reported per partition.
     log.fail_with = errors::NOT_LEADER_OR_FOLLOWER;
-    let r = c.commit_offsets(&mut log, "g", 1, &j.member_id, None, -1, &parts[..1], 5);
+    let r = c.commit_offsets_now(&mut log, "g", 1, &j.member_id, None, -1, &parts[..1], 5);
     assert_eq!(r, vec![errors::NOT_COORDINATOR]);
 }
 
 #[test]
-fn not_coordinating_answers_not_coordinator() {
-    // Cluster mode before the coordinator follows __consumer_offsets
-    // leadership: loading never ends, yet clients must look elsewhere.
+fn groups_of_partitions_not_led_here_get_not_coordinator() {
+    // A broker that leads no __consumer_offsets partition: clients must
+    // look elsewhere, and ListGroups is empty.
     let mut c = GroupCoordinator::new(config(0), 0);
-    c.coordinating = false;
     let mut log = MemLog::default();
     let r = ready(c.join_group(&mut log, join("", &["range"]), 1)).unwrap();
     assert_eq!(r.error, errors::NOT_COORDINATOR);
@@ -516,6 +567,85 @@ fn not_coordinating_answers_not_coordinator() {
         vec![errors::NOT_COORDINATOR]
     );
     assert!(log.batches.is_empty());
+    // Loading: COORDINATOR_LOAD_IN_PROGRESS, and ListGroups says so too.
+    let p = partition_for("g", 50);
+    assert!(c.begin_loading(p, 3));
+    assert!(!c.begin_loading(p, 3), "already loading");
+    assert_eq!(
+        c.describe_group("g").0,
+        errors::COORDINATOR_LOAD_IN_PROGRESS
+    );
+    assert_eq!(c.list_groups(&[]).0, errors::COORDINATOR_LOAD_IN_PROGRESS);
+    c.finish_loading(p, 2);
+    assert_eq!(c.describe_group("g").0, errors::NONE);
+    assert_eq!(c.list_groups(&[]), (errors::NONE, Vec::new()));
+}
+
+#[test]
+fn unloading_a_partition_answers_waiting_members_not_coordinator() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, rx1) = join_new(&mut c, &mut log, 1);
+    let j1 = ready(rx1).unwrap();
+    // m1 waits in SyncGroup (it is not the only one to sync: a second
+    // member joined), then the partition moves away.
+    let (_m2, rx2) = join_new(&mut c, &mut log, 2);
+    let p = partition_for("g", 50);
+    // A resignation older than the election is ignored.
+    assert_eq!(c.unload(p, Some(-1)), None);
+    assert!(c.groups.contains_key("g"));
+    assert_eq!(c.unload(p, Some(0)), Some(1));
+    assert_eq!(ready(rx2).unwrap().error, errors::NOT_COORDINATOR);
+    assert!(c.groups.is_empty());
+    assert_eq!(
+        c.heartbeat(&mut log, "g", j1.generation_id, &m1, None, 3),
+        errors::NOT_COORDINATOR
+    );
+    assert_eq!(c.next_timer_ms(), None, "the group's timers are gone");
+}
+
+#[test]
+fn commits_are_visible_only_once_replicated() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let commit = |offset: i64| CommitPart {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+    };
+    let first = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(5)], 1);
+    let second = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(9)], 2);
+    assert_eq!(first.results, vec![errors::NONE]);
+    assert_eq!(second.results, vec![errors::NONE]);
+    let offset_of = |c: &GroupCoordinator| c.fetch_offsets("s", None).1.first().map(|r| r.2);
+    assert_eq!(offset_of(&c), None, "pending commits are not fetched");
+    // The expiry does not take a group with commits in flight.
+    c.config.offsets_retention_ms = 0;
+    c.expire_offsets(&mut log, 3);
+    assert!(c.groups.contains_key("s"));
+    // The newer commit replicates first; the older one must not replace it.
+    assert_eq!(c.complete_commit(second.pending.unwrap(), errors::NONE), 0);
+    assert_eq!(offset_of(&c), Some(9));
+    assert_eq!(c.complete_commit(first.pending.unwrap(), errors::NONE), 0);
+    assert_eq!(offset_of(&c), Some(9));
+    // A failed replication is answered as Kafka maps it, and not applied.
+    let third = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(12)], 4);
+    assert_eq!(
+        c.complete_commit(third.pending.unwrap(), errors::REQUEST_TIMED_OUT),
+        errors::COORDINATOR_NOT_AVAILABLE
+    );
+    assert_eq!(offset_of(&c), Some(9));
+    // A commit whose partition was unloaded (and loaded again) meanwhile
+    // only reports its error: the new load read the log.
+    let fourth = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(15)], 5);
+    let p = partition_for("s", 50);
+    c.unload(p, None);
+    assert!(c.begin_loading(p, 1));
+    c.finish_loading(p, 6);
+    assert_eq!(c.complete_commit(fourth.pending.unwrap(), errors::NONE), 0);
+    assert!(!c.groups.contains_key("s"));
 }
 
 #[test]
