@@ -33,6 +33,7 @@ clients bootstrap from a broker that is not their group's coordinator.
   commits like any other.
 """
 
+import itertools
 import time
 
 import pytest
@@ -222,6 +223,14 @@ def test_find_coordinator_follows_offsets_leaders(gcluster):
 
 # --- groups of 3 members ------------------------------------------------------
 
+# kafka-python 3.0.12 sometimes never finishes a join: the broker answers
+# its SyncGroup (error 0, its assignment) but ConsumerCoordinator.need_rejoin()
+# has turned False while the join task was in flight, so join_group_async
+# stops awaiting it, the member never enables heartbeats ("Received SyncGroup
+# response" is its last group log line) and its session expires exactly
+# session.timeout.ms after the SyncGroup. Seen in 2 of 12 kshard runs; with
+# KSHARD_MEMBER_LOG=DEBUG the member hosts log to /tmp/member-host-*.err.
+KAFKA_PYTHON_RETRY = pytest.mark.flaky(reruns=1, reruns_delay=2)
 CASES = [
     ("3.9.1", "range"),
     ("3.9.1", "cooperative-sticky"),
@@ -232,6 +241,9 @@ CASES = [
     ("librdkafka", "cooperative-sticky"),
     ("kafka-python", "range"),
 ]
+ATTEMPTS = itertools.count()
+PARAMS = [pytest.param(c, a, id=f"{c}-{a}", marks=[KAFKA_PYTHON_RETRY] if c == "kafka-python" else [])
+          for c, a in CASES]
 
 
 def case_brokers(g, index):
@@ -241,10 +253,11 @@ def case_brokers(g, index):
     return coordinator, g.other(coordinator)
 
 
-@pytest.mark.parametrize("client,assignor", CASES, ids=[f"{c}-{a}" for c, a in CASES])
+@pytest.mark.parametrize("client,assignor", PARAMS)
 def test_group_rebalance(gcluster, client, assignor):
     coordinator, via = case_brokers(gcluster, CASES.index((client, assignor)))
-    tag = f"gc-{client.replace('.', '')}-{assignor}"
+    # A fresh topic and group per attempt (a rerun must not find the last one's).
+    tag = f"gc-{client.replace('.', '')}-{assignor}-{next(ATTEMPTS)}"
     group = gcluster.group_on(tag, coordinator)
     bootstrap = gcluster.bootstrap(via)
     if assignor == "static":

@@ -563,6 +563,14 @@ def member_host_main():
     ap.add_argument("--session-timeout-ms", default=str(GROUP_SESSION_TIMEOUT_MS))
     ap.add_argument("--heartbeat-ms", default=str(GROUP_HEARTBEAT_MS))
     opts = vars(ap.parse_args())
+    import logging
+    import os
+
+    # KSHARD_MEMBER_LOG=DEBUG: the clients' own logs, to the host's stderr
+    # file (/tmp/member-host-<label>-<ns>.err).
+    if os.environ.get("KSHARD_MEMBER_LOG"):
+        logging.basicConfig(level=os.environ["KSHARD_MEMBER_LOG"], stream=sys.stderr,
+                            format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     members = {}
     _emit({"ev": "host", "m": None})
     for line in sys.stdin:
