@@ -9,39 +9,33 @@ use super::group_coordinator::{GroupCoordinator, OffsetsPartition, TimerKey};
 use crate::protocol::errors;
 
 impl GroupCoordinator {
-    /// onElection: starts loading `partition` led in `leader_epoch`. False
-    /// when there is nothing to load: it is already owned or loading (the
-    /// epoch is brought up to date), or the election is older than one seen.
-    pub fn begin_loading(&mut self, partition: i32, leader_epoch: i32) -> bool {
+    /// onElection: starts loading `partition` led in `leader_epoch`; returns
+    /// the load's id. None when there is nothing to load: it is already
+    /// owned or loading (the epoch is brought up to date).
+    pub fn begin_loading(&mut self, partition: i32, leader_epoch: i32) -> Option<u64> {
         assert!(partition >= 0 && partition < self.config.num_partitions);
-        match self.partitions.get_mut(&partition) {
-            Some(p) => {
-                if leader_epoch > p.leader_epoch {
-                    p.leader_epoch = leader_epoch;
-                }
-                false
-            }
-            None => {
-                self.next_load_id += 1;
-                self.partitions.insert(
-                    partition,
-                    OffsetsPartition {
-                        leader_epoch,
-                        loading: true,
-                        load_id: self.next_load_id,
-                    },
-                );
-                true
-            }
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.leader_epoch = p.leader_epoch.max(leader_epoch);
+            return None;
         }
+        self.next_load_id += 1;
+        self.partitions.insert(
+            partition,
+            OffsetsPartition {
+                leader_epoch,
+                loading: true,
+                load_id: self.next_load_id,
+            },
+        );
+        Some(self.next_load_id)
     }
 
-    /// Whether `partition` is still loading for the election of `leader_epoch`
-    /// (a replay stops once it is not).
-    pub fn is_loading_for(&self, partition: i32, leader_epoch: i32) -> bool {
+    /// Whether the load `load_id` of `partition` is still wanted (a replay
+    /// stops once the partition is unloaded, or loaded by a later election).
+    pub fn is_loading_for(&self, partition: i32, load_id: u64) -> bool {
         self.partitions
             .get(&partition)
-            .is_some_and(|p| p.loading && p.leader_epoch >= leader_epoch)
+            .is_some_and(|p| p.loading && p.load_id == load_id)
     }
 
     /// Ends loading `partition`: its loaded members must heartbeat within

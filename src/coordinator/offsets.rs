@@ -22,6 +22,17 @@ pub struct CommitPart {
     pub metadata: Option<String>,
 }
 
+/// An OffsetCommit as the coordinator needs it.
+pub struct OffsetCommit<'a> {
+    pub group_id: &'a str,
+    pub generation_id: i32,
+    pub member_id: &'a str,
+    pub instance_id: Option<&'a str>,
+    /// -1: the broker default.
+    pub retention_ms: i64,
+    pub parts: &'a [CommitPart],
+}
+
 /// What OffsetCommit answers, and the commits waiting for replication.
 pub struct CommitOutcome {
     pub results: Vec<ErrorCode>,
@@ -138,44 +149,31 @@ impl GroupCoordinator {
     /// OffsetCommit: one error per part. Accepted commits are appended now
     /// and become visible (OffsetFetch) in `complete_commit`, once the append
     /// is replicated: Kafka's pending offset commits.
-    #[allow(clippy::too_many_arguments)]
     pub fn commit_offsets(
         &mut self,
         log: &mut dyn OffsetsLog,
-        gid: &str,
-        generation_id: i32,
-        member_id: &str,
-        instance_id: Option<&str>,
-        retention_ms: i64,
-        parts: &[CommitPart],
+        commit: &OffsetCommit,
         now_ms: i64,
     ) -> CommitOutcome {
-        let outcome = self.do_commit_offsets(
-            log,
-            gid,
+        let outcome = self.do_commit_offsets(log, commit, now_ms);
+        self.run_fired(log, now_ms);
+        outcome
+    }
+
+    fn do_commit_offsets(
+        &mut self,
+        log: &mut dyn OffsetsLog,
+        commit: &OffsetCommit,
+        now_ms: i64,
+    ) -> CommitOutcome {
+        let OffsetCommit {
+            group_id: gid,
             generation_id,
             member_id,
             instance_id,
             retention_ms,
             parts,
-            now_ms,
-        );
-        self.run_fired(log, now_ms);
-        outcome
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn do_commit_offsets(
-        &mut self,
-        log: &mut dyn OffsetsLog,
-        gid: &str,
-        generation_id: i32,
-        member_id: &str,
-        instance_id: Option<&str>,
-        retention_ms: i64,
-        parts: &[CommitPart],
-        now_ms: i64,
-    ) -> CommitOutcome {
+        } = *commit;
         let all = |e: ErrorCode| CommitOutcome {
             results: vec![e; parts.len()],
             pending: None,
@@ -536,16 +534,20 @@ impl GroupCoordinator {
         (errors::NONE, results)
     }
 
+    /// The groups of loaded partitions (not those still being replayed).
+    fn loaded_group_ids(&self) -> Vec<String> {
+        self.groups
+            .keys()
+            .filter(|gid| self.is_owned(self.partition_of(gid)))
+            .cloned()
+            .collect()
+    }
+
     /// Kafka's removeExpiredOffsets for every group, then drops groups left
     /// Empty without offsets. Returns how many offsets expired.
     pub fn expire_offsets(&mut self, log: &mut dyn OffsetsLog, now_ms: i64) -> usize {
         let retention_ms = self.config.offsets_retention_ms;
-        let gids: Vec<String> = self
-            .groups
-            .keys()
-            .filter(|gid| self.is_owned(self.partition_of(gid)))
-            .cloned()
-            .collect();
+        let gids = self.loaded_group_ids();
         let mut expired_total = 0;
         for gid in gids {
             let g = &self.groups[&gid];
@@ -619,7 +621,7 @@ impl GroupCoordinator {
         topic: &str,
         now_ms: i64,
     ) -> usize {
-        let gids: Vec<String> = self.groups.keys().cloned().collect();
+        let gids = self.loaded_group_ids();
         let mut removed = 0;
         for gid in gids {
             let keys: Vec<(String, i32)> = self.groups[&gid]

@@ -23,7 +23,7 @@ use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::replica::{ProducePart, ReplicaManager};
 use crate::router::{Router, CONTROLLER_SHARD};
-use crate::util::now_ms;
+use crate::util::{monotonic_ms, now_ms};
 
 /// Largest decompressed batch accepted while replaying.
 const MAX_REPLAY_BATCH_BYTES: usize = 64 << 20;
@@ -88,8 +88,10 @@ impl CoordinatorRuntime {
     ) -> Self {
         assert_eq!(router.shard_id, CONTROLLER_SHARD);
         let config = &admin.config;
-        let coordinator =
-            GroupCoordinator::new(CoordinatorConfig::from_broker(config), now_ms() as i64);
+        let coordinator = GroupCoordinator::new(
+            CoordinatorConfig::from_broker(config),
+            monotonic_ms() as i64,
+        );
         let required_acks = config.offsets_commit_required_acks;
         let commit_timeout_ms = config.offsets_commit_timeout_ms.max(1) as u64;
         CoordinatorRuntime {
@@ -107,12 +109,12 @@ impl CoordinatorRuntime {
         &self,
         f: impl FnOnce(&mut GroupCoordinator, &mut dyn OffsetsLog, i64) -> R,
     ) -> R {
-        let now = now_ms() as i64;
+        let mut c = self.coordinator.borrow_mut();
+        let now = read_clocks(&mut c);
         let mut log = LocalOffsetsLog {
             replica_manager: &self.replica_manager,
             acks: self.required_acks,
         };
-        let mut c = self.coordinator.borrow_mut();
         // Timers due by the request's arrival fire first (a session that
         // expired 1 ms ago is gone for this request), as Kafka's timer thread
         // runs them on time rather than at the next tick.
@@ -202,7 +204,7 @@ impl CoordinatorRuntime {
 
     /// onElection: loads the partition's groups in the background.
     fn on_election(self: &Rc<Self>, partition: i32, leader_epoch: i32) {
-        {
+        let load_id = {
             let mut c = self.coordinator.borrow_mut();
             if c.partitions.is_empty() {
                 // partitionFor uses the topic's real partition count.
@@ -210,18 +212,26 @@ impl CoordinatorRuntime {
                     c.config.num_partitions = t.partitions.len().max(1) as i32;
                 }
             }
-            if partition >= c.config.num_partitions || !c.begin_loading(partition, leader_epoch) {
+            if partition >= c.config.num_partitions {
                 return;
             }
-        }
-        glommio::spawn_local(self.clone().load_partition(partition, leader_epoch)).detach();
+            match c.begin_loading(partition, leader_epoch) {
+                Some(load_id) => load_id,
+                None => return,
+            }
+        };
+        glommio::spawn_local(
+            self.clone()
+                .load_partition(partition, leader_epoch, load_id),
+        )
+        .detach();
     }
 
     /// Kafka's doLoadGroupsAndOffsets: replays the partition from its log
     /// start to its log end offset, a chunk at a time, yielding between
     /// chunks so the shard keeps serving; stops if the partition is
     /// unloaded or re-elected meanwhile.
-    async fn load_partition(self: Rc<Self>, partition: i32, leader_epoch: i32) {
+    async fn load_partition(self: Rc<Self>, partition: i32, leader_epoch: i32, load_id: u64) {
         let started_ms = now_ms();
         let mut offset = match self
             .replica_manager
@@ -235,11 +245,7 @@ impl CoordinatorRuntime {
         let mut scratch = Vec::new();
         while offset >= 0 {
             glommio::yield_if_needed().await;
-            if !self
-                .coordinator
-                .borrow()
-                .is_loading_for(partition, leader_epoch)
-            {
+            if !self.coordinator.borrow().is_loading_for(partition, load_id) {
                 return;
             }
             match self.replay_chunk(partition, offset, &mut scratch) {
@@ -255,10 +261,11 @@ impl CoordinatorRuntime {
             }
         }
         let mut c = self.coordinator.borrow_mut();
-        if !c.is_loading_for(partition, leader_epoch) {
+        if !c.is_loading_for(partition, load_id) {
             return;
         }
-        c.finish_loading(partition, now_ms() as i64);
+        let now = read_clocks(&mut c);
+        c.finish_loading(partition, now);
         log::info!(
             "loaded {records} records of {OFFSETS_TOPIC}-{partition} (leader epoch {leader_epoch}) in {} ms",
             now_ms().saturating_sub(started_ms)
@@ -344,13 +351,22 @@ impl CoordinatorRuntime {
                 }
                 c.next_timer_ms()
             });
-            let now = now_ms();
+            let now = monotonic_ms();
             sleep_ms = match next {
                 Some(at) => at.saturating_sub(now).clamp(1, TICK_MAX_MS),
                 None => TICK_MAX_MS,
             };
         }
     }
+}
+
+/// Reads both clocks for one coordinator call: returns the wall clock's
+/// now, which is what the coordinator is passed and records, after telling
+/// it the monotonic clock's lead, which its timers run on.
+fn read_clocks(c: &mut GroupCoordinator) -> i64 {
+    let wall_ms = now_ms() as i64;
+    c.set_clock_skew(monotonic_ms() as i64 - wall_ms);
+    wall_ms
 }
 
 /// A change of this broker's role for one `__consumer_offsets` partition.

@@ -158,8 +158,8 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     )
 }
 
-/// Committed offsets of a deleted topic go too, as in Kafka (on a single
-/// broker; a cluster has no group coordinator yet).
+/// Committed offsets of a deleted topic go too, as in Kafka. In a cluster
+/// every broker does it when UpdateMetadata marks the topic deleted.
 fn remove_committed_offsets(ctx: &KafkaApis, topic: &str) {
     if ctx.cluster.is_some() {
         return;

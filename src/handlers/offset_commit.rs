@@ -1,6 +1,6 @@
 //! OffsetCommit (API 8, v2-9), run by the group coordinator. Commits for
-//! topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (as in Kafka's
-//! KafkaApis); the rest are written to `__consumer_offsets` and answered
+//! partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION (as in
+//! Kafka's KafkaApis); the rest are written to `__consumer_offsets` and answered
 //! once replicated (offsets.commit.required.acks), when OffsetFetch starts
 //! returning them.
 
@@ -12,7 +12,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::{respond, HandlerResult};
-use crate::coordinator::offsets::{CommitOutcome, CommitPart};
+use crate::coordinator::offsets::{CommitOutcome, CommitPart, OffsetCommit};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
@@ -53,12 +53,17 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     // Index into `parts` per request partition, or the error it gets.
     let mut slots: Vec<Vec<Result<usize, ErrorCode>>> = Vec::with_capacity(r.topics.len());
     for t in &r.topics {
-        let known = image.topic(&t.name.0).is_some();
+        let topic = image.topic(&t.name.0);
         slots.push(
             t.partitions
                 .iter()
                 .map(|p| {
-                    if !known {
+                    let exists = topic.is_some_and(|t| {
+                        t.partitions
+                            .iter()
+                            .any(|q| q.partition == p.partition_index)
+                    });
+                    if !exists {
                         return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
                     }
                     parts.push(CommitPart {
@@ -78,18 +83,23 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     } else {
         -1
     };
-    let outcome = ctx.with_coordinator(|c, log, now| {
-        c.commit_offsets(
-            log,
-            &r.group_id.0,
-            r.generation_id_or_member_epoch,
-            &r.member_id,
-            r.group_instance_id.as_deref(),
+    // Nothing left to commit: Kafka answers without asking the coordinator.
+    let outcome = if parts.is_empty() {
+        CommitOutcome {
+            results: Vec::new(),
+            pending: None,
+        }
+    } else {
+        let commit = OffsetCommit {
+            group_id: &r.group_id.0,
+            generation_id: r.generation_id_or_member_epoch,
+            member_id: &r.member_id,
+            instance_id: r.group_instance_id.as_deref(),
             retention_ms,
-            &parts,
-            now,
-        )
-    })?;
+            parts: &parts,
+        };
+        ctx.with_coordinator(|c, log, now| c.commit_offsets(log, &commit, now))?
+    };
     let results = replicated(ctx, outcome).await;
     let topics = r
         .topics

@@ -149,19 +149,44 @@ fn invalid_input(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-/// An append of `len_bytes` described by `info` must start at `next_offset`
-/// and be non-empty, with a sane offset range and the bytes validation saw.
-/// Every caller builds `info` for exactly this log: the leader's
-/// `Validator` assigns offsets from `next_offset` and rejects empty data,
-/// and a follower checks the fetched batches against the log end offset
-/// (restarting the log or refusing a gap) before appending. A mismatch is
-/// therefore a bug, not bad input, and stops the broker.
+/// A leader's append of `len_bytes` described by `info` must start at
+/// `next_offset` (the leader assigned its offsets from there); see
+/// [`check_append_bytes`] for the rest. The leader's `Validator` assigns
+/// offsets from `next_offset` and rejects empty data, so a mismatch is a
+/// bug, not bad input, and stops the broker.
 fn check_append_shape(len_bytes: usize, info: &LogAppendInfo, next_offset: i64) {
     assert_eq!(
         info.first_offset, next_offset,
         "append at offset {} but the next offset is {next_offset}",
         info.first_offset
     );
+    check_append_bytes(len_bytes, info);
+}
+
+/// A follower's append (the leader's offsets) may start above the log end
+/// offset `log_end_offset`: a compacted leader no longer has the offsets
+/// between (Kafka's `appendAsFollower`). It must not start below it (the
+/// follower skips what it has and restarts an empty log at a batch across
+/// its start), and it must fit one segment's relative offsets (a fetch
+/// reads one leader segment). The follower checks all this on the fetched
+/// batches before appending.
+fn check_follower_append_shape(len_bytes: usize, info: &LogAppendInfo, log_end_offset: i64) {
+    assert!(
+        info.first_offset >= log_end_offset,
+        "follower append at offset {} below the log end offset {log_end_offset}",
+        info.first_offset
+    );
+    check_append_bytes(len_bytes, info);
+    assert!(
+        info.last_offset - info.first_offset <= i32::MAX as i64,
+        "follower append of offsets {}..={} spans more than a segment can index",
+        info.first_offset,
+        info.last_offset
+    );
+}
+
+/// Non-empty, with a sane offset range and the bytes validation saw.
+fn check_append_bytes(len_bytes: usize, info: &LogAppendInfo) {
     assert!(
         len_bytes > 0 && info.last_offset >= info.first_offset && len_bytes == info.valid_bytes,
         "bad append: {len_bytes} bytes, offsets {}..={}, valid_bytes {}",
@@ -276,9 +301,10 @@ impl Log {
         }
     }
 
-    /// Appends validated batches whose offsets start at the log end offset.
-    /// Rolls first if Kafka would; returns the new segment's base offset if
-    /// it rolled. Flushes per `flush_interval_messages`.
+    /// Appends validated batches whose offsets start at the log end offset
+    /// (a leader's append: it assigned them). Rolls first if Kafka would;
+    /// returns the new segment's base offset if it rolled. Flushes per
+    /// `flush_interval_messages`.
     pub fn append(
         &mut self,
         records: &[u8],
@@ -286,9 +312,37 @@ impl Log {
         now_ms: i64,
     ) -> io::Result<Option<i64>> {
         self.require_no_staged_writes("append")?;
+        check_append_shape(records.len(), info, self.log_end_offset);
+        self.append_batches(records, info, now_ms)
+    }
+
+    /// Kafka's `appendAsFollower`: appends a leader's batches as they are.
+    /// Their offsets increase but may start above the log end offset and
+    /// skip offsets between batches (a compacted leader dropped them); the
+    /// log end offset becomes the last offset + 1. A roll starts the new
+    /// segment at the first batch's base offset (Kafka's
+    /// `roll(Some(firstOffset))`), so a gap wider than the active segment's
+    /// relative offsets rolls instead of overflowing it.
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        info: &LogAppendInfo,
+        now_ms: i64,
+    ) -> io::Result<Option<i64>> {
+        self.require_no_staged_writes("follower append")?;
+        check_follower_append_shape(records.len(), info, self.log_end_offset);
+        self.append_batches(records, info, now_ms)
+    }
+
+    /// The shared half of `append` and `append_as_follower` (shape checked).
+    fn append_batches(
+        &mut self,
+        records: &[u8],
+        info: &LogAppendInfo,
+        now_ms: i64,
+    ) -> io::Result<Option<i64>> {
         // The tail cache holds staged appends only; keep it contiguous.
         self.staging.tail.clear();
-        check_append_shape(records.len(), info, self.log_end_offset);
         let config = self.config.clone();
         let should_roll = self.active_mut().should_roll(
             &config,
@@ -297,8 +351,8 @@ impl Log {
             info.last_offset,
             now_ms,
         );
-        let rolled = if should_roll && !self.active().is_empty() {
-            Some(self.roll_segment(now_ms)?)
+        let rolled = if should_roll {
+            self.roll_segment(info.first_offset, now_ms)?
         } else {
             None
         };
@@ -493,23 +547,38 @@ impl Log {
     /// no-op.
     pub fn roll(&mut self, now_ms: i64) -> io::Result<i64> {
         self.require_no_staged_writes("roll")?;
-        self.roll_segment(now_ms)
+        let leo = self.log_end_offset;
+        Ok(self.roll_segment(leo, now_ms)?.unwrap_or(leo))
     }
 
-    fn roll_segment(&mut self, now_ms: i64) -> io::Result<i64> {
-        let new_base = self.log_end_offset;
-        if self.active().is_empty() {
-            return Ok(self.active().base_offset());
+    /// Rolls to a new active segment at `new_base` (>= the log end offset;
+    /// above it for a follower's batch after a gap, Kafka's
+    /// `roll(expectedNextOffset)`). The log end offset moves up to
+    /// `new_base`: the offsets skipped hold nothing, and a reopen would
+    /// find the new segment's base as the end. An empty active segment at
+    /// `new_base` stays (no roll, None); an empty one below it (a gap wider
+    /// than its relative offsets) becomes inactive, as in Kafka.
+    fn roll_segment(&mut self, new_base: i64, now_ms: i64) -> io::Result<Option<i64>> {
+        assert!(
+            new_base >= self.log_end_offset,
+            "roll to {new_base} below the log end offset {}",
+            self.log_end_offset
+        );
+        let active = self.active();
+        assert!(active.next_offset() <= new_base);
+        if active.is_empty() && active.base_offset() == new_base {
+            return Ok(None);
         }
         self.active_mut().on_become_inactive()?;
         let seg = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
         self.segments.insert(new_base, seg);
+        self.log_end_offset = new_base;
         self.apply_io_mode_to_active()?;
         // Kafka flushes the old segment (recovered ones too) in the
         // background; the job also fsyncs the directory.
         self.dir_dirty = true;
         self.queue_roll_sync(new_base)?;
-        Ok(new_base)
+        Ok(Some(new_base))
     }
 
     /// Retention (Kafka's `deleteOldSegments`), oldest first and never the

@@ -97,14 +97,17 @@ impl Log {
             first.info.max_timestamp,
             first.info.last_offset,
         );
+        // Nothing is in flight: the first staged append continues the log.
+        assert_eq!(first.info.first_offset, self.log_end_offset);
         let config = self.config.clone();
         if self
             .active_mut()
             .should_roll(&config, len, max_ts, last, now_ms)
-            && !self.active().is_empty()
         {
-            self.roll_segment(now_ms)?;
-            self.staging.rolled = true;
+            let leo = self.log_end_offset;
+            if self.roll_segment(leo, now_ms)?.is_some() {
+                self.staging.rolled = true;
+            }
         }
         if !self.active().is_direct() {
             return Err(io::Error::other(format!(

@@ -144,6 +144,55 @@ fn many_cycles_across_blocks_reopen_without_a_scan() {
     });
 }
 
+/// A follower's gapped appends (synchronous, at the leader's offsets),
+/// then leadership: staged appends continue at the log end, in the file
+/// right after the follower's bytes, and a roll after a gap-made roll
+/// starts at the end.
+#[test]
+fn staged_appends_continue_a_follower_log_with_gaps() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(64 * 1024), 0);
+        // 20 KB records: 4 and 9 share the first segment, each later
+        // batch starts its own at its base offset.
+        let mut last = Vec::new();
+        for (i, base) in [4i64, 9, 30, 40, 100].into_iter().enumerate() {
+            last = build_batch(base, 1 + i, NOW, 20_000);
+            log.append_as_follower(&last, &append_info(&last), NOW)
+                .unwrap();
+        }
+        let leo = log.log_end_offset();
+        assert_eq!(leo, 105);
+        let bases = log.segment_base_offsets();
+        assert_eq!(bases, vec![0, 30, 40, 100]);
+        let active = 100;
+        let mut expected = last;
+        let mut all_staged = Vec::new();
+        for _ in 0..6 {
+            all_staged.extend(stage_batch(&mut log, 2, 20_000));
+        }
+        assert_eq!(log.next_offset(), leo + 12);
+        write_staged(&mut log).await;
+        assert_eq!(log.log_end_offset(), leo + 12);
+        let staged_bases: Vec<i64> = headers(&all_staged).iter().map(|h| h.base_offset).collect();
+        assert_eq!(staged_bases, (leo..leo + 12).step_by(2).collect::<Vec<_>>());
+        // The active segment's bytes: the follower's, then the staged ones.
+        let mut from_active = Vec::new();
+        let mut at = active;
+        while at < log.log_end_offset() {
+            let bytes = read_all(&log, at);
+            at = headers(&bytes).last().unwrap().last_offset() + 1;
+            from_active.extend(bytes);
+        }
+        expected.extend(all_staged);
+        assert_bytes(&from_active, &expected, "read back");
+        assert!(log.segment_count() > bases.len(), "the leader rolled too");
+        assert!(log.segment_base_offsets()[bases.len()..]
+            .iter()
+            .all(|b| staged_bases.contains(b)));
+    });
+}
+
 #[test]
 fn large_backlogs_split_into_bounded_writes_and_roll() {
     run(|| async {

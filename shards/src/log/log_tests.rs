@@ -90,6 +90,9 @@ mod direct_io;
 #[path = "log_staging_tests.rs"]
 mod staging;
 
+#[path = "log_gap_tests.rs"]
+mod gaps;
+
 fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> (Log, RecoveryStats) {
     Log::open(dir, config, recovery_point, 0, NOW).unwrap()
 }

@@ -370,7 +370,15 @@ impl LogSegment {
     }
 
     fn check_append(&self, info: &LogAppendInfo) -> io::Result<()> {
-        assert_eq!(info.first_offset, self.next_offset, "non-contiguous append");
+        // A follower's batches may skip offsets (a compacted leader); they
+        // never go back. The log checks the exact start for leaders.
+        assert!(
+            info.first_offset >= self.next_offset,
+            "append at offset {} below segment {}'s next offset {}",
+            info.first_offset,
+            self.base_offset,
+            self.next_offset
+        );
         if !self.offset_index.can_append_offset(info.last_offset) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -417,8 +425,23 @@ impl LogSegment {
         if position == 0 {
             self.rolling_based_timestamp = Some(info.max_timestamp);
         }
-        for header in headers {
+        // The batches are the ones `info` describes: the first at its first
+        // offset, offsets increasing (with gaps, from a compacted leader).
+        let mut next_offset = info.first_offset;
+        for (i, header) in headers.enumerate() {
             let header = header?;
+            let in_order = if i == 0 {
+                header.base_offset == next_offset
+            } else {
+                header.base_offset >= next_offset
+            };
+            assert!(
+                in_order && header.last_offset_delta >= 0,
+                "batch at offset {} (last offset {}) appended where offset {next_offset} is next",
+                header.base_offset,
+                header.last_offset()
+            );
+            next_offset = header.last_offset() + 1;
             if header.max_timestamp > self.max_timestamp_so_far {
                 self.max_timestamp_so_far = header.max_timestamp;
                 self.offset_of_max_timestamp_so_far = header.last_offset();
@@ -441,6 +464,11 @@ impl LogSegment {
             position,
             self.size_bytes + len_bytes as u64,
             "the batches cover the appended bytes"
+        );
+        assert_eq!(
+            next_offset,
+            info.last_offset + 1,
+            "the batches end at the appended last offset"
         );
         self.offset_index.write_through();
         self.time_index.write_through();

@@ -124,6 +124,10 @@ pub struct GroupCoordinator {
     /// loading; the groups of any other partition get NOT_COORDINATOR.
     pub partitions: HashMap<i32, OffsetsPartition>,
     pub(super) next_load_id: u64,
+    /// The timer clock minus the wall clock. Callers pass wall-clock `now`s
+    /// (stored in records); timers run on the runtime's monotonic clock, so
+    /// a step of the wall clock neither fires them all nor parks them.
+    timer_clock_skew_ms: i64,
 }
 
 /// Kafka's isValidGroupId: empty ids are allowed only for offset and admin APIs.
@@ -132,14 +136,16 @@ pub fn invalid_group_id(group_id: &str, allow_empty: bool) -> bool {
 }
 
 impl GroupCoordinator {
-    pub fn new(config: CoordinatorConfig, now_ms: i64) -> Self {
+    /// `timer_now_ms`: now on the timer clock (`set_clock_skew`).
+    pub fn new(config: CoordinatorConfig, timer_now_ms: i64) -> Self {
         GroupCoordinator {
             config,
             groups: HashMap::new(),
-            timers: Purgatory::new("group", 1, 512, now_ms.max(0) as u64),
+            timers: Purgatory::new("group", 1, 512, timer_now_ms.max(0) as u64),
             fired: RefCell::new(Vec::new()),
             partitions: HashMap::new(),
             next_load_id: 0,
+            timer_clock_skew_ms: 0,
         }
     }
 
@@ -168,9 +174,20 @@ impl GroupCoordinator {
 
     // ---- timers ----
 
+    /// Sets the timer clock minus the wall clock, read by the caller just
+    /// before it passes a wall-clock `now`.
+    pub fn set_clock_skew(&mut self, timer_clock_skew_ms: i64) {
+        self.timer_clock_skew_ms = timer_clock_skew_ms;
+    }
+
+    fn timer_ms(&self, wall_ms: i64) -> u64 {
+        (wall_ms + self.timer_clock_skew_ms).max(0) as u64
+    }
+
+    /// `deadline_ms` on the wall clock, as every `now` passed in.
     pub(super) fn arm(&mut self, key: TimerKey, event: TimerEvent, deadline_ms: i64) {
         drop(self.timers.cancel_for_key(&key));
-        let deadline = deadline_ms.max(0) as u64;
+        let deadline = self.timer_ms(deadline_ms);
         self.timers
             .try_complete_else_watch(&self.fired, CoordTimer(event), deadline, &[key]);
     }
@@ -179,6 +196,7 @@ impl GroupCoordinator {
         drop(self.timers.cancel_for_key(key));
     }
 
+    /// The next timer's deadline on the timer clock.
     pub fn next_timer_ms(&self) -> Option<u64> {
         self.timers.next_expiration_ms()
     }
@@ -192,7 +210,8 @@ impl GroupCoordinator {
     /// completes the join within the request that started it).
     pub(super) fn run_fired(&mut self, log: &mut dyn OffsetsLog, now_ms: i64) {
         loop {
-            self.timers.advance_clock(&self.fired, now_ms.max(0) as u64);
+            let timer_now = self.timer_ms(now_ms);
+            self.timers.advance_clock(&self.fired, timer_now);
             let events = std::mem::take(&mut *self.fired.borrow_mut());
             if events.is_empty() {
                 return;

@@ -6,7 +6,7 @@ use kshard_shards::log::records::RecordIter;
 use kshard_shards::oneshot;
 
 use super::*;
-use crate::coordinator::offsets::CommitPart;
+use crate::coordinator::offsets::{CommitPart, OffsetCommit};
 use crate::coordinator::partition_for;
 use crate::protocol::errors::ErrorCode;
 
@@ -38,7 +38,7 @@ impl GroupCoordinator {
     fn commit_offsets_now(
         &mut self,
         log: &mut dyn OffsetsLog,
-        gid: &str,
+        group_id: &str,
         generation_id: i32,
         member_id: &str,
         instance_id: Option<&str>,
@@ -46,16 +46,15 @@ impl GroupCoordinator {
         parts: &[CommitPart],
         now_ms: i64,
     ) -> Vec<ErrorCode> {
-        let outcome = self.commit_offsets(
-            log,
-            gid,
+        let commit = OffsetCommit {
+            group_id,
             generation_id,
             member_id,
             instance_id,
             retention_ms,
             parts,
-            now_ms,
-        );
+        };
+        let outcome = self.commit_offsets(log, &commit, now_ms);
         if let Some(pending) = outcome.pending {
             assert_eq!(self.complete_commit(pending, errors::NONE), errors::NONE);
         }
@@ -65,7 +64,7 @@ impl GroupCoordinator {
     /// Loads every partition (nothing to replay, or what the caller replayed).
     fn finish_loading_all(&mut self, now_ms: i64) {
         for p in 0..self.config.num_partitions {
-            if self.begin_loading(p, 0) {
+            if self.begin_loading(p, 0).is_some() {
                 self.finish_loading(p, now_ms);
             }
         }
@@ -569,8 +568,10 @@ fn groups_of_partitions_not_led_here_get_not_coordinator() {
     assert!(log.batches.is_empty());
     // Loading: COORDINATOR_LOAD_IN_PROGRESS, and ListGroups says so too.
     let p = partition_for("g", 50);
-    assert!(c.begin_loading(p, 3));
-    assert!(!c.begin_loading(p, 3), "already loading");
+    let load_id = c.begin_loading(p, 3).expect("a new load");
+    assert!(c.is_loading_for(p, load_id));
+    assert_eq!(c.begin_loading(p, 4), None, "already loading");
+    assert_eq!(c.partitions[&p].leader_epoch, 4);
     assert_eq!(
         c.describe_group("g").0,
         errors::COORDINATOR_LOAD_IN_PROGRESS
@@ -604,19 +605,37 @@ fn unloading_a_partition_answers_waiting_members_not_coordinator() {
     assert_eq!(c.next_timer_ms(), None, "the group's timers are gone");
 }
 
-#[test]
-fn commits_are_visible_only_once_replicated() {
-    let mut c = coordinator(0);
-    let mut log = MemLog::default();
-    let commit = |offset: i64| CommitPart {
+/// A commit of t-0 at `offset` by a consumer outside group management.
+fn simple_commit(
+    c: &mut GroupCoordinator,
+    log: &mut MemLog,
+    offset: i64,
+    now_ms: i64,
+) -> crate::coordinator::offsets::CommitOutcome {
+    let parts = [CommitPart {
         topic: "t".into(),
         partition: 0,
         offset,
         leader_epoch: -1,
         metadata: None,
+    }];
+    let commit = OffsetCommit {
+        group_id: "s",
+        generation_id: -1,
+        member_id: "",
+        instance_id: None,
+        retention_ms: -1,
+        parts: &parts,
     };
-    let first = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(5)], 1);
-    let second = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(9)], 2);
+    c.commit_offsets(log, &commit, now_ms)
+}
+
+#[test]
+fn commits_are_visible_only_once_replicated() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let first = simple_commit(&mut c, &mut log, 5, 1);
+    let second = simple_commit(&mut c, &mut log, 9, 2);
     assert_eq!(first.results, vec![errors::NONE]);
     assert_eq!(second.results, vec![errors::NONE]);
     let offset_of = |c: &GroupCoordinator| c.fetch_offsets("s", None).1.first().map(|r| r.2);
@@ -631,7 +650,7 @@ fn commits_are_visible_only_once_replicated() {
     assert_eq!(c.complete_commit(first.pending.unwrap(), errors::NONE), 0);
     assert_eq!(offset_of(&c), Some(9));
     // A failed replication is answered as Kafka maps it, and not applied.
-    let third = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(12)], 4);
+    let third = simple_commit(&mut c, &mut log, 12, 4);
     assert_eq!(
         c.complete_commit(third.pending.unwrap(), errors::REQUEST_TIMED_OUT),
         errors::COORDINATOR_NOT_AVAILABLE
@@ -639,13 +658,22 @@ fn commits_are_visible_only_once_replicated() {
     assert_eq!(offset_of(&c), Some(9));
     // A commit whose partition was unloaded (and loaded again) meanwhile
     // only reports its error: the new load read the log.
-    let fourth = c.commit_offsets(&mut log, "s", -1, "", None, -1, &[commit(15)], 5);
+    let fourth = simple_commit(&mut c, &mut log, 15, 5);
     let p = partition_for("s", 50);
     c.unload(p, None);
-    assert!(c.begin_loading(p, 1));
+    assert!(c.begin_loading(p, 1).is_some());
     c.finish_loading(p, 6);
     assert_eq!(c.complete_commit(fourth.pending.unwrap(), errors::NONE), 0);
     assert!(!c.groups.contains_key("s"));
+}
+
+/// One member joins at 1 ms and syncs at 2 ms: a Stable group "g".
+fn stable_alone(c: &mut GroupCoordinator, log: &mut MemLog) -> (String, JoinResult) {
+    let (m1, rx) = join_new(c, log, 1);
+    let j = ready(rx).unwrap();
+    let s = c.sync_group(log, "g", j.generation_id, &m1, None, None, None, vec![], 2);
+    assert_eq!(ready(s).unwrap().error, errors::NONE);
+    (m1, j)
 }
 
 #[test]
@@ -654,20 +682,7 @@ fn timers_fire_at_their_millisecond() {
     // heartbeat: still there 1 ms before, gone at the deadline.
     let mut c = coordinator(0);
     let mut log = MemLog::default();
-    let (m1, rx) = join_new(&mut c, &mut log, 1);
-    let j = ready(rx).unwrap();
-    let s = c.sync_group(
-        &mut log,
-        "g",
-        j.generation_id,
-        &m1,
-        None,
-        None,
-        None,
-        vec![],
-        2,
-    );
-    assert_eq!(ready(s).unwrap().error, errors::NONE);
+    let (m1, j) = stable_alone(&mut c, &mut log);
     assert_eq!(
         c.heartbeat(&mut log, "g", j.generation_id, &m1, None, 1_000),
         0
@@ -678,4 +693,23 @@ fn timers_fire_at_their_millisecond() {
     c.tick(&mut log, 11_000);
     assert!(c.groups["g"].members.is_empty());
     assert!(c.groups["g"].is(GroupState::Empty));
+}
+
+#[test]
+fn a_wall_clock_step_neither_fires_nor_parks_timers() {
+    // Timers run on the timer clock: the wall clock jumping an hour ahead
+    // (the skew falls by as much) leaves a 10 s session alone, and the
+    // session still ends 10 s of timer clock after the last heartbeat.
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let (m1, _) = stable_alone(&mut c, &mut log);
+    let hour_ms = 3_600_000;
+    c.set_clock_skew(-hour_ms);
+    c.tick(&mut log, 5_000 + hour_ms);
+    assert!(
+        c.groups["g"].has(&m1),
+        "the step did not expire the session"
+    );
+    c.tick(&mut log, 10_002 + hour_ms);
+    assert!(!c.groups["g"].has(&m1), "expired on the timer clock");
 }

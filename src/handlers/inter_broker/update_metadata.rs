@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::cluster::ClusterHandle;
 use crate::handlers::KafkaApis;
 use crate::metadata::image;
+use crate::metadata::topics::LEADER_DURING_DELETE;
 use crate::protocol::errors;
 use crate::protocol::inter_broker::{UpdateMetadataRequest, UpdateMetadataResponse};
 
@@ -48,7 +49,27 @@ pub async fn handle(
     let current = ctx.metadata.image();
     let next = image::apply_update_metadata(&current, &req, &ctx.config, &configs);
     ctx.metadata.publish(next);
+    remove_offsets_of_deleted_topics(ctx, &req);
     UpdateMetadataResponse {
         error_code: errors::NONE.code(),
+    }
+}
+
+/// Kafka's onPartitionsDeleted: partitions marked LeaderDuringDelete lose
+/// their committed offsets in the groups this broker coordinates.
+fn remove_offsets_of_deleted_topics(ctx: &KafkaApis, req: &UpdateMetadataRequest) {
+    let mut deleted: Vec<&str> = req
+        .partition_states()
+        .filter(|(_, s)| s.leader == LEADER_DURING_DELETE)
+        .map(|(t, _)| t)
+        .collect();
+    deleted.dedup();
+    for topic in deleted {
+        let removed = ctx.with_coordinator(|c, log, now| c.on_topic_deleted(log, topic, now));
+        match removed {
+            Ok(0) => {}
+            Ok(n) => log::info!("removed {n} committed offsets of deleted topic {topic}"),
+            Err(e) => log::warn!("removing committed offsets of deleted topic {topic}: {e}"),
+        }
     }
 }

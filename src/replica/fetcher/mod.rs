@@ -296,6 +296,8 @@ impl Drop for ReplicaFetcherManager {
 }
 
 #[cfg(test)]
+mod gap_tests;
+#[cfg(test)]
 mod task_tests;
 #[cfg(test)]
 mod tests;

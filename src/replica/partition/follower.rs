@@ -66,10 +66,13 @@ impl Partition {
     }
 
     /// Appends batches fetched from the leader, keeping their offsets and
-    /// epochs. Every complete batch must pass its CRC check and offsets must
-    /// increase; a trailing partial batch is ignored (a fetch may end in
-    /// one). Batches wholly below the log end offset are skipped (a resend).
-    /// Returns what was appended, None if nothing was new.
+    /// epochs (Kafka's `appendAsFollower`). Every complete batch must pass
+    /// its CRC check and offsets must increase, though not by one: a
+    /// compacted leader's batches skip the offsets it cleaned away, and the
+    /// first new batch may start above the log end offset. A trailing
+    /// partial batch is ignored (a fetch may end in one). Batches wholly
+    /// below the log end offset are skipped (a resend). Returns what was
+    /// appended, None if nothing was new.
     pub fn append_records_as_follower(
         &mut self,
         records: &[u8],
@@ -125,6 +128,14 @@ impl Partition {
         let Some(start) = new_from else {
             return Ok(None);
         };
+        // A fetch reads one leader segment, whose offsets are relative to
+        // its base: more apart than that is not what a leader sends.
+        if info.last_offset - info.first_offset > i32::MAX as i64 {
+            return Err(corrupt(format!(
+                "fetched batches span offsets {}..={}, more than one segment holds",
+                info.first_offset, info.last_offset
+            )));
+        }
         let new = &records[start..valid_end];
         info.valid_bytes = new.len();
 
@@ -147,25 +158,17 @@ impl Partition {
                 .map_err(|e| {
                     self.storage_error(&format!("restarting the log at {}", info.first_offset), &e)
                 })?;
-        } else if info.first_offset > leo {
-            // Kafka accepts such gaps (a compacted leader drops whole
-            // batches), but `Log::append` requires contiguous offsets.
-            return Err(AppendError {
-                error_code: errors::UNKNOWN_SERVER_ERROR,
-                message: format!(
-                    "fetched batch at offset {} leaves a gap after the log end offset {leo}",
-                    info.first_offset
-                ),
-                record_errors: Vec::new(),
-            });
         }
+        // A first offset above the log end offset is a gap Kafka's followers
+        // accept: a compacted leader no longer has the offsets between. The
+        // log appends the batches at their offsets.
 
         // Epochs recorded at the log end offset have no batches (a
         // leadership without writes); the fetched batches say what is there.
         self.leader_epoch_cache
-            .truncate_from_end(info.first_offset)
+            .truncate_from_end(self.log.log_end_offset())
             .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
-        let rolled = match self.log.append(new, &info, now_ms) {
+        let rolled = match self.log.append_as_follower(new, &info, now_ms) {
             Ok(rolled) => rolled,
             Err(e) => return Err(self.storage_error("appending fetched records", &e)),
         };
@@ -460,7 +463,7 @@ mod tests {
     }
 
     #[test]
-    fn follower_append_rejects_corruption_gaps_and_overlaps() {
+    fn follower_append_rejects_corruption_and_overlaps() {
         let dir = temp_dir("reject");
         let mut p = follower_in(&dir, 0, 0, &[]);
         p.append_records_as_follower(&batch(0, 2, 0), NOW_MS)
@@ -493,10 +496,120 @@ mod tests {
             &concat(&[&batch(2, 3, 0), &batch(3, 1, 0)]),
             errors::CORRUPT_MESSAGE,
         );
-        // A gap after the log end offset.
-        check(&mut p, &batch(3, 1, 0), errors::UNKNOWN_SERVER_ERROR);
         // A batch across the end of a non-empty log.
         check(&mut p, &batch(1, 3, 0), errors::UNKNOWN_SERVER_ERROR);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A compacted leader's batches skip offsets: appended at their
+    /// offsets, the log end offset after the last, epochs at the batches
+    /// that carry them, producers replayed, all kept across a reopen.
+    #[test]
+    fn follower_append_takes_a_compacted_leaders_gaps() {
+        let dir = temp_dir("gaps");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        // An empty log's first batch above its end: the epoch recorded at
+        // open (at the end, no batches) gives way to the batch's.
+        let first = batch(7, 2, 1);
+        let info = p
+            .append_records_as_follower(&first, NOW_MS)
+            .map_err(|e| e.message)
+            .unwrap()
+            .unwrap();
+        assert_eq!((info.first_offset, info.last_offset), (7, 8));
+        assert_eq!(p.log.log_end_offset(), 9);
+        assert_eq!(p.leader_epoch_cache.entries(), &[(1, 7)]);
+        // Gaps between batches and after the end, behind a resend.
+        let fetched = concat(&[
+            &first,
+            &batch(12, 1, 1),
+            &producer_batch(20, 2, 2, 42, 0),
+            &batch(30, 3, 3),
+        ]);
+        let info = p
+            .append_records_as_follower(&fetched, NOW_MS)
+            .map_err(|e| e.message)
+            .unwrap()
+            .unwrap();
+        assert_eq!((info.first_offset, info.last_offset), (12, 32));
+        assert_eq!((info.batch_count, info.record_count), (3, 6));
+        assert_eq!(info.valid_bytes, fetched.len() - first.len());
+        assert_eq!(p.log.log_end_offset(), 33);
+        assert_eq!(p.leader_epoch_cache.entries(), &[(1, 7), (2, 20), (3, 30)]);
+        assert_eq!(p.last_fetched_epoch(), 3);
+        assert_eq!(log_bytes(&p, 0), fetched);
+        assert_eq!(
+            p.producer_state.last_entry(42).unwrap().last_data_offset(),
+            21
+        );
+        // A read in a gap starts at the next batch.
+        let r = p.read_for_follower(13, u32::MAX, true);
+        let bytes = kshard_shards::log::read_slice_bytes(&r.slice.unwrap()).unwrap();
+        assert_eq!(bytes, fetched[first.len() + batch(12, 1, 1).len()..]);
+        // Truncating into a gap (a diverging epoch) ends at the batch below.
+        assert!(p.truncate_to(25, NOW_MS).unwrap());
+        assert_eq!(p.log.log_end_offset(), 22);
+        assert_eq!(p.leader_epoch_cache.entries(), &[(1, 7), (2, 20)]);
+        let again = batch(30, 3, 3);
+        p.append_records_as_follower(&again, NOW_MS).ok().unwrap();
+        assert_eq!(p.log.log_end_offset(), 33);
+        p.close().unwrap();
+        let p = follower_in(&dir, 0, 0, &[]);
+        assert_eq!(p.log.log_end_offset(), 33);
+        assert_eq!(log_bytes(&p, 0), fetched);
+        assert_eq!(
+            p.leader_epoch_cache.entries()[..3],
+            [(1, 7), (2, 20), (3, 30)]
+        );
+        assert_eq!(p.producer_state.last_entry(42).unwrap().last_seq(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A gap the active segment cannot index, and one at a size roll: the
+    /// new segment starts at the batch and the producer snapshot is taken
+    /// there, as after a leader's roll.
+    #[test]
+    fn follower_gaps_roll_segments_at_the_batch() {
+        let dir = temp_dir("gap-roll");
+        let mut p = follower_in(&dir, 0, 0, &[("segment.bytes", "100")]);
+        p.append_records_as_follower(&producer_batch(0, 1, 0, 5, 0), NOW_MS)
+            .ok()
+            .unwrap();
+        p.append_records_as_follower(&producer_batch(10, 1, 0, 5, 1), NOW_MS)
+            .ok()
+            .unwrap();
+        let far = i32::MAX as i64 + 50;
+        let far_batch = batch(far, 2, 0);
+        assert!(far_batch.len() < 100, "no size roll here");
+        p.append_records_as_follower(&far_batch, NOW_MS)
+            .ok()
+            .unwrap();
+        assert_eq!(p.log.segment_base_offsets(), vec![0, 10, far]);
+        assert_eq!(p.log.log_end_offset(), far + 2);
+        for base in [10, far] {
+            let snapshot =
+                kshard_shards::log::producer_state::snapshot_path(&dir.join("t-0"), base);
+            assert!(snapshot.exists(), "{}", snapshot.display());
+        }
+        // A read at the old end gets the far batch.
+        let r = p.read_for_follower(11, u32::MAX, true);
+        let bytes = kshard_shards::log::read_slice_bytes(&r.slice.unwrap()).unwrap();
+        assert_eq!(bytes, far_batch);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// One fetch never spans more offsets than a segment indexes (it reads
+    /// one leader segment): such data is refused, nothing is appended.
+    #[test]
+    fn follower_refuses_batches_wider_than_a_segment() {
+        let dir = temp_dir("gap-wide");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        let wide = concat(&[&batch(0, 1, 0), &batch(i32::MAX as i64 + 1, 1, 0)]);
+        match p.append_records_as_follower(&wide, NOW_MS) {
+            Err(e) => assert_eq!(e.error_code, errors::CORRUPT_MESSAGE, "{}", e.message),
+            Ok(_) => panic!("appended"),
+        }
+        assert_eq!((p.log.log_end_offset(), p.log.size_bytes()), (0, 0));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
