@@ -41,6 +41,18 @@ def cluster(zookeeper):
     c.cleanup()
 
 
+@pytest.fixture(scope="module")
+def module_cluster(zookeeper):
+    """An empty cluster shared by every test of a module (JVM brokers take
+    seconds to start): a module fixture calls start(n, overrides) once."""
+    server, zk = zookeeper
+    c = cl.Cluster(server, zk)
+    _live_clusters.append(c)
+    yield c
+    _live_clusters.remove(c)
+    c.cleanup()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -563,6 +563,14 @@ def member_host_main():
     ap.add_argument("--session-timeout-ms", default=str(GROUP_SESSION_TIMEOUT_MS))
     ap.add_argument("--heartbeat-ms", default=str(GROUP_HEARTBEAT_MS))
     opts = vars(ap.parse_args())
+    import logging
+    import os
+
+    # KSHARD_MEMBER_LOG=DEBUG: the clients' own logs, to the host's stderr
+    # file (/tmp/member-host-<label>-<ns>.err).
+    if os.environ.get("KSHARD_MEMBER_LOG"):
+        logging.basicConfig(level=os.environ["KSHARD_MEMBER_LOG"], stream=sys.stderr,
+                            format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     members = {}
     _emit({"ev": "host", "m": None})
     for line in sys.stdin:
@@ -655,11 +663,15 @@ class GroupEvents:
         self.wait(lambda: all(self.committed.get(p, 0) >= n for p, n in end.items()), timeout_s,
                   f"commits reaching {end}")
 
-    def verify(self, end, allow=(), zombies=False):
+    def verify(self, end, allow=(), zombies=False, replaced=None):
         """Every record consumed, commits monotonic, members resume at or
         after the last acknowledged commit, no partition owned twice in one
         generation, nor at one time unless zombies (members the broker
-        expired that have not noticed yet, e.g. across a broker restart)."""
+        expired that have not noticed yet, e.g. across a broker restart).
+        replaced: {new: old} static members (one group.instance.id) where the
+        new one took over the old one's assignment without a rebalance, in
+        the old one's generation."""
+        replaced = replaced or {}
         with self.cond:
             evs = sorted(self.events, key=lambda e: e["ts"])
             dead = dict(self.dead)
@@ -719,7 +731,7 @@ class GroupEvents:
         for e in evs:
             if e["ev"] == "assigned" and e.get("gen") is not None:
                 g = by_gen.setdefault(e["gen"], {})
-                g[e["m"]] = set(e["owned"])
+                g[replaced.get(e["m"], e["m"])] = set(e["owned"])
         for gen, sets in by_gen.items():
             ms = sorted(sets)
             for i, a in enumerate(ms):
@@ -770,10 +782,12 @@ class MemberHost:
         self.proc.stdin.write((line + "\n").encode())
         self.proc.stdin.flush()
 
-    def add(self, *names):
+    def add(self, *names, instance=None):
+        """Starts members; instance: the group.instance.id of a static member
+        (Java host only)."""
         for n in names:
             self.members.add(n)
-            self.send(f"add {n}")
+            self.send(f"add {n}" if instance is None else f"add {n} {instance}")
 
     def close_member(self, name):
         self.members.discard(name)
@@ -811,12 +825,13 @@ def python_host(events, label, client, bootstrap, topic, group, assignor):
     return MemberHost(cmd, events, label)
 
 
-def java_host(events, label, classpath, bootstrap, topic, group, assignor):
+def java_host(events, label, classpath, bootstrap, topic, group, assignor, static=False):
+    """static: every member is a static one, its name its group.instance.id."""
     cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, "kshard.compat.Client",
            "group-consume", "--bootstrap", bootstrap, "--topic", topic, "--group", group,
            "--assignor", assignor, "--session-timeout-ms", str(GROUP_SESSION_TIMEOUT_MS),
-           "--heartbeat-ms", str(GROUP_HEARTBEAT_MS)]
+           "--heartbeat-ms", str(GROUP_HEARTBEAT_MS), "--static", "true" if static else "false"]
     return MemberHost(cmd, events, label)
 
 
@@ -829,11 +844,11 @@ def java_classpath(version):
     return f"{base / 'classes'}:{base / 'libs'}/*"
 
 
-def create_group_topic(bootstrap, topic, partitions, config=None):
+def create_group_topic(bootstrap, topic, partitions, config=None, replication_factor=1):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     a = AdminClient({"bootstrap.servers": bootstrap})
-    futs = a.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
+    futs = a.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                                      config=dict(config or {}))], operation_timeout=30)
     for f in futs.values():
         f.result(60)
@@ -879,14 +894,14 @@ def group_committed(bootstrap, group, topic, partitions):
     return {tp.partition: tp.offset for tp in res.topic_partitions}
 
 
-def run_group_scenario(bootstrap, topic, group, hosts_for, partitions=6, round_records=600):
-    """The issue's scenario: 3 members join (2 partitions each), one leaves
+def run_group_scenario(bootstrap, topic, group, hosts_for, partitions=6, round_records=600, replication_factor=1):
+    """The issue's scenario: 3 members join (partitions / 3 each), one leaves
     (close), one is killed (its session times out), one joins; records are
     produced at every step and must all be consumed and committed.
     hosts_for(events) returns {"A": host for m1 and m2, "B": host for the
     joiner m4, "V": host for the victim m3} (A and B may be the same); a
     key named after a member ("m2") gives that member its own host."""
-    create_group_topic(bootstrap, topic, partitions)
+    create_group_topic(bootstrap, topic, partitions, replication_factor=replication_factor)
     events = GroupEvents(partitions)
     prod = RoundProducer(bootstrap, topic, partitions)
     prod.produce(round_records)

@@ -384,7 +384,7 @@ public final class Client {
 
     /**
      * group-consume: a pool of group members in one JVM, driven line by line
-     * on stdin ("add NAME", "close NAME", "exit") by the Python test, which
+     * on stdin ("add NAME [INSTANCE]", "close NAME", "exit") by the Python test, which
      * kills the whole process with SIGKILL to simulate a crashed member.
      * Every rebalance callback, consumed offset range and acknowledged commit
      * goes to stdout as a JSON line stamped with System.nanoTime()
@@ -417,8 +417,13 @@ public final class Client {
             String line;
             while ((line = in.readLine()) != null) {
                 String[] w = line.trim().split("\\s+");
-                if (w.length == 2 && w[0].equals("add")) {
-                    Member m = new Member(opts, w[1]);
+                if ((w.length == 2 || w.length == 3) && w[0].equals("add")) {
+                    // "add NAME INSTANCE": a static member (group.instance.id
+                    // INSTANCE); --static true makes every member static with
+                    // its name as instance id.
+                    String instance = w.length == 3 ? w[2]
+                            : "true".equals(opts.get("static")) ? w[1] : null;
+                    Member m = new Member(opts, w[1], instance);
                     members.put(w[1], m);
                     m.thread.start();
                 } else if (w.length == 2 && w[0].equals("close")) {
@@ -444,13 +449,14 @@ public final class Client {
         final KafkaConsumer<byte[], byte[]> consumer;
         volatile boolean closing;
 
-        Member(Map<String, String> opts, String name) {
+        Member(Map<String, String> opts, String name, String groupInstanceId) {
             this.name = name;
             this.topic = need(opts, "topic");
             Properties p = new Properties();
             p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
             p.put(ConsumerConfig.GROUP_ID_CONFIG, need(opts, "group"));
             p.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
+            if (groupInstanceId != null) p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, groupInstanceId);
             p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
             p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
             p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, opts.getOrDefault("session-timeout-ms", "6000"));
