@@ -93,6 +93,34 @@ def rss_kib(pid):
     return None
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of a process, all its threads (/proc/PID/stat
+    fields 14 and 15; the name in field 2 may hold spaces)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class BrokerCpu:
+    """The broker process's CPU seconds over a `with` block, per GiB of
+    payload moved in it. Client and broker share the machine, so CPU per
+    byte is the figure that carries over to hosts with separate clients."""
+
+    def __init__(self, broker):
+        self.pid = broker.proc.pid
+
+    def __enter__(self):
+        self.start_s = cpu_s(self.pid)
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = cpu_s(self.pid) - self.start_s
+        return False
+
+    def per_gib(self, payload_bytes):
+        return self.seconds / (payload_bytes / 2**30) if payload_bytes > 0 else None
+
+
 class RssSampler:
     """Max VmRSS of a process while the workloads run."""
 
@@ -448,25 +476,31 @@ def run(args):
 
 def w_produce_1k(bins, cp, b, D, args):
     topic = "w1"
-    r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
-                    "--record-size", "1024", "--acks", "1", "--duration-s", str(D)], D * 4 + 120)
+    with BrokerCpu(b) as cpu:
+        r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
+                        "--record-size", "1024", "--acks", "1", "--duration-s", str(D)], D * 4 + 120)
     out = {"w1_perf_records_per_s": r["records_per_s"], "w1_perf_mb_per_s": r["mb_per_s"],
-           "w1_perf_p99_ms": r["latency_ms"]["p99"]}
+           "w1_perf_p99_ms": r["latency_ms"]["p99"], "w1_perf_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
     n = int(min(max(r["records_per_s"] * D, 10_000), 50_000_000))
-    pp = producer_performance(cp, b, topic, n, 1024, "1", D * 10 + 180)
-    out.update({"w1_pp_records_per_s": pp["records_per_s"], "w1_pp_mb_per_s": pp["mb_per_s"]})
+    with BrokerCpu(b) as cpu:
+        pp = producer_performance(cp, b, topic, n, 1024, "1", D * 10 + 180)
+    out.update({"w1_pp_records_per_s": pp["records_per_s"], "w1_pp_mb_per_s": pp["mb_per_s"],
+                "w1_pp_cpu_s_per_gib": cpu.per_gib(pp["records"] * 1024)})
     return out
 
 
 def w_produce_100b(bins, cp, b, D, args):
     topic = "w2"
-    r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
-                    "--record-size", "100", "--acks", "all", "--duration-s", str(D)], D * 4 + 120)
+    with BrokerCpu(b) as cpu:
+        r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
+                        "--record-size", "100", "--acks", "all", "--duration-s", str(D)], D * 4 + 120)
     out = {"w2_perf_records_per_s": r["records_per_s"], "w2_perf_mb_per_s": r["mb_per_s"],
-           "w2_perf_p99_ms": r["latency_ms"]["p99"]}
+           "w2_perf_p99_ms": r["latency_ms"]["p99"], "w2_perf_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
     n = int(min(max(r["records_per_s"] * D, 10_000), 100_000_000))
-    pp = producer_performance(cp, b, topic, n, 100, "all", D * 10 + 180)
-    out.update({"w2_pp_records_per_s": pp["records_per_s"], "w2_pp_mb_per_s": pp["mb_per_s"]})
+    with BrokerCpu(b) as cpu:
+        pp = producer_performance(cp, b, topic, n, 100, "all", D * 10 + 180)
+    out.update({"w2_pp_records_per_s": pp["records_per_s"], "w2_pp_mb_per_s": pp["mb_per_s"],
+                "w2_pp_cpu_s_per_gib": cpu.per_gib(pp["records"] * 100)})
     return out
 
 
@@ -477,23 +511,28 @@ def w_consume(bins, cp, b, D, args):
                 "--record-size", "1024", "--acks", "1", "--num-records", str(n)], 1800)
     # Warm the page cache once, then measure.
     perf(bins, ["consume", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-start"], 1800)
-    r = perf(bins, ["consume", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-start"], 1800)
+    with BrokerCpu(b) as cpu:
+        r = perf(bins, ["consume", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-start"], 1800)
     out = {"w3_perf_mb_per_s": r["mb_per_s"], "w3_perf_records_per_s": r["records_per_s"],
-           "w3_perf_records": r["records"]}
-    cperf = consumer_performance(cp, b, topic, n, 1800)
-    out.update({"w3_cp_mb_per_s": cperf["fetch_mb_per_s"], "w3_cp_records": cperf["records"]})
+           "w3_perf_records": r["records"], "w3_perf_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
+    with BrokerCpu(b) as cpu:
+        cperf = consumer_performance(cp, b, topic, n, 1800)
+    out.update({"w3_cp_mb_per_s": cperf["fetch_mb_per_s"], "w3_cp_records": cperf["records"],
+                "w3_cp_cpu_s_per_gib": cpu.per_gib(cperf["records"] * 1024)})
     return out
 
 
 def w_e2e(bins, cp, b, D, args):
     # linger 0: each record goes out as soon as the connection has room,
     # so the figure is the brokers' (the same client runs against both).
-    r = perf(bins, ["e2e", "--bootstrap-server", b.bootstrap, "--topic", "w4", "--partitions", "1",
-                    "--throughput", "20000", "--record-size", "1024", "--acks", "all", "--linger-ms", "0",
-                    "--duration-s", str(D)], D * 4 + 120)
+    with BrokerCpu(b) as cpu:
+        r = perf(bins, ["e2e", "--bootstrap-server", b.bootstrap, "--topic", "w4", "--partitions", "1",
+                        "--throughput", "20000", "--record-size", "1024", "--acks", "all", "--linger-ms", "0",
+                        "--duration-s", str(D)], D * 4 + 120)
     lat = r["e2e_latency_ms"]
     out = {"w4_e2e_p50_ms": lat["p50"], "w4_e2e_p99_ms": lat["p99"], "w4_e2e_p999_ms": lat["p999"],
-           "w4_e2e_max_ms": lat["max"], "w4_records_per_s": r["records_per_s"]}
+           "w4_e2e_max_ms": lat["max"], "w4_records_per_s": r["records_per_s"],
+           "w4_e2e_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
     e = end_to_end_latency(cp, b, "w4e", 2_000 if args.quick else 10_000, 1024, "all", 600)
     out.update({"w4_ete_avg_ms": e["avg_ms"], "w4_ete_p50_ms": e["p50_ms"], "w4_ete_p99_ms": e["p99_ms"],
                 "w4_ete_p999_ms": e["p999_ms"]})
@@ -535,6 +574,14 @@ ROWS = [
     ("w4_e2e_p999_ms", "4) e2e 20k/s 1KiB acks=all, kshard-perf p99.9 ms", False),
     ("w4_ete_p50_ms", "4) e2e 1KiB acks=all one at a time, EndToEndLatency p50 ms", False),
     ("w4_ete_p99_ms", "4) e2e 1KiB acks=all one at a time, EndToEndLatency p99 ms", False),
+    # Broker CPU (utime + stime of its process) per GiB of payload in each step.
+    ("w1_perf_cpu_s_per_gib", "7) broker CPU s/GiB: produce 1KiB acks=1, kshard-perf", False),
+    ("w1_pp_cpu_s_per_gib", "7) broker CPU s/GiB: produce 1KiB acks=1, ProducerPerformance", False),
+    ("w2_perf_cpu_s_per_gib", "7) broker CPU s/GiB: produce 100B acks=all, kshard-perf", False),
+    ("w2_pp_cpu_s_per_gib", "7) broker CPU s/GiB: produce 100B acks=all, ProducerPerformance", False),
+    ("w3_perf_cpu_s_per_gib", "7) broker CPU s/GiB: consume from start, kshard-perf", False),
+    ("w3_cp_cpu_s_per_gib", "7) broker CPU s/GiB: consume from start, ConsumerPerformance", False),
+    ("w4_e2e_cpu_s_per_gib", "7) broker CPU s/GiB: e2e 20k/s 1KiB acks=all, kshard-perf", False),
     ("rss_idle_mib", "5) RSS idle MiB", False),
     ("rss_loaded_mib", "5) RSS loaded (max) MiB", False),
     ("startup_s", f"6) restart to first produce, {STARTUP_PARTITIONS} partitions, s", False),
