@@ -167,8 +167,8 @@ impl CoordinatorRuntime {
             return;
         }
         let mut t = offsets_topic(&self.admin.config);
-        // One broker: the replication factor is what it can host.
-        t.replication_factor = t.replication_factor.clamp(1, 1);
+        // One broker hosts one replica, whatever offsets.topic.replication.factor says.
+        t.replication_factor = 1;
         if let Err(AdminError { code, message }) = self.admin.create_topic(t, false).await {
             log::error!("creating {OFFSETS_TOPIC}: error {code}: {message}");
         }
