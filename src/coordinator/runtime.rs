@@ -212,7 +212,8 @@ impl CoordinatorRuntime {
                     c.config.num_partitions = t.partitions.len().max(1) as i32;
                 }
             }
-            if partition >= c.config.num_partitions {
+            // Only a partition of the topic can be loaded (LeaderAndIsr is input).
+            if partition < 0 || partition >= c.config.num_partitions {
                 return;
             }
             match c.begin_loading(partition, leader_epoch) {

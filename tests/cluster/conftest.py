@@ -30,27 +30,27 @@ def zookeeper():
     server.cleanup()
 
 
-@pytest.fixture
-def cluster(zookeeper):
-    """An empty cluster in its own chroot: call cluster.start(n, overrides)."""
+def _new_cluster(zookeeper):
+    """A cluster in its own chroot, listed for the failure report while it lives."""
     server, zk = zookeeper
     c = cl.Cluster(server, zk)
     _live_clusters.append(c)
     yield c
     _live_clusters.remove(c)
     c.cleanup()
+
+
+@pytest.fixture
+def cluster(zookeeper):
+    """An empty cluster in its own chroot: call cluster.start(n, overrides)."""
+    yield from _new_cluster(zookeeper)
 
 
 @pytest.fixture(scope="module")
 def module_cluster(zookeeper):
     """An empty cluster shared by every test of a module (JVM brokers take
     seconds to start): a module fixture calls start(n, overrides) once."""
-    server, zk = zookeeper
-    c = cl.Cluster(server, zk)
-    _live_clusters.append(c)
-    yield c
-    _live_clusters.remove(c)
-    c.cleanup()
+    yield from _new_cluster(zookeeper)
 
 
 @pytest.hookimpl(hookwrapper=True)

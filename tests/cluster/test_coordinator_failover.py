@@ -52,19 +52,8 @@ RESUME_BOUND_S = (ZK_SESSION_TIMEOUT_MS + cu.GROUP_SESSION_TIMEOUT_MS) / 1000 + 
 RATE = 200  # records per second over the 12 partitions
 
 
-def java_string_hash(s):
-    """Java's String.hashCode (UTF-16 code units, 32-bit wrap-around)."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def offsets_partition(group):
-    """Kafka's partitionFor: Utils.abs(groupId.hashCode) % partitions."""
-    h = java_string_hash(group)
-    return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
+    return cl.offsets_partition(group, OFFSETS_PARTITIONS)
 
 
 def find_coordinator(broker, group):

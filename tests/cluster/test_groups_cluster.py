@@ -65,20 +65,8 @@ NOT_COORDINATOR = 16
 INVALID_GROUP_ID = 24
 
 
-def java_string_hash(s):
-    """Java's String.hashCode over UTF-16 code units, as a signed int."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def offsets_partition(group):
-    """Kafka's partitionFor: Utils.abs(hashCode) % partitions (abs of
-    Integer.MIN_VALUE is 0)."""
-    h = java_string_hash(group)
-    return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
+    return cl.offsets_partition(group, OFFSETS_PARTITIONS)
 
 
 class GroupCluster:
