@@ -2,8 +2,9 @@
 //! `queued.max.request.bytes` with its `SimpleMemoryPool` and channel muting.
 //!
 //! Kafka allocates a request's whole declared size from the pool as soon as
-//! the 4-byte size arrives; kshard grows a request's buffer as its bytes
-//! arrive, so the pool is charged with bytes actually received, and a
+//! the 4-byte size arrives; kshard reserves a request's buffer when its
+//! first body bytes arrive, and its pages become memory only as bytes land
+//! in them, so the pool is charged with bytes actually received, and a
 //! connection that only sent a size prefix costs nothing. A connection may
 //! read while the bytes charged by the *other* connections of its shard are
 //! under the shard's share; otherwise it stops reading (is muted) until

@@ -121,7 +121,18 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, RecordError> {
     Ok(v)
 }
 
+// Inlined: a record has six or more varints, and an out-of-line call with
+// a Result returned through memory cost more than the decoding.
+#[inline(always)]
 fn src_unsigned<S: RecordSource>(s: &mut S, max_bytes: u32) -> Result<u64, RecordError> {
+    s.read_unsigned(max_bytes)
+}
+
+/// An unsigned LEB128 of at most `max_bytes` bytes, a byte at a time.
+fn read_unsigned_bytewise<S: RecordSource + ?Sized>(
+    s: &mut S,
+    max_bytes: u32,
+) -> Result<u64, RecordError> {
     let mut value: u64 = 0;
     for i in 0..max_bytes {
         let b = s.next_byte()?;
@@ -130,12 +141,19 @@ fn src_unsigned<S: RecordSource>(s: &mut S, max_bytes: u32) -> Result<u64, Recor
             return Ok(value);
         }
     }
-    Err(RecordError::Malformed("varint too long".into()))
+    Err(varint_too_long())
 }
+
+#[cold]
+fn varint_too_long() -> RecordError {
+    RecordError::Malformed("varint too long".into())
+}
+#[inline(always)]
 fn src_varint<S: RecordSource>(s: &mut S) -> Result<i32, RecordError> {
     // Bits past 32 of a 5-byte varint are dropped, as Java's readVarint does.
     Ok(zigzag_decode32(src_unsigned(s, 5)? as u32))
 }
+#[inline(always)]
 fn src_varlong<S: RecordSource>(s: &mut S) -> Result<i64, RecordError> {
     Ok(zigzag_decode64(src_unsigned(s, 10)?))
 }
@@ -150,6 +168,11 @@ pub(crate) trait RecordSource {
     fn consumed(&self) -> u64;
     /// True when no byte remains (may read ahead).
     fn at_end(&mut self) -> Result<bool, RecordError>;
+    /// An unsigned LEB128 varint of at most `max_bytes` bytes.
+    #[inline]
+    fn read_unsigned(&mut self, max_bytes: u32) -> Result<u64, RecordError> {
+        read_unsigned_bytewise(self, max_bytes)
+    }
 }
 
 pub(crate) struct SliceSource<'a> {
@@ -191,6 +214,24 @@ impl RecordSource for SliceSource<'_> {
     #[inline]
     fn at_end(&mut self) -> Result<bool, RecordError> {
         Ok(self.pos == self.buf.len())
+    }
+    /// Per record a batch has six or more varints; with a whole varint's
+    /// bytes in the slice, one bounds check covers them all (the bytewise
+    /// form checked and wrapped every byte in a Result).
+    #[inline(always)]
+    fn read_unsigned(&mut self, max_bytes: u32) -> Result<u64, RecordError> {
+        let Some(bytes) = self.buf.get(self.pos..self.pos + max_bytes as usize) else {
+            return read_unsigned_bytewise(self, max_bytes);
+        };
+        let mut value: u64 = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            value |= ((b & 0x7f) as u64) << (7 * i);
+            if b & 0x80 == 0 {
+                self.pos += i + 1;
+                return Ok(value);
+            }
+        }
+        Err(varint_too_long())
     }
 }
 
@@ -310,6 +351,7 @@ pub struct RecordLayout {
 /// Parses one record from `s`, skipping over key, value and header bytes, and
 /// checks that the fields fill exactly the declared length (as Kafka's
 /// `DefaultRecord.readFrom` does).
+#[inline]
 pub(crate) fn parse_record<S: RecordSource>(s: &mut S) -> Result<RecordLayout, RecordError> {
     let start = s.consumed();
     let body_len = src_varint(s)?;
