@@ -103,6 +103,7 @@ public final class Omb {
         long endNs = warmupEndNs + w.durationS() * SECOND_NS;
         Stats.Period window = new Stats.Period();
         Stats.Period progress = new Stats.Period();
+        long progressStartNs = startNs;
         long windowStartNs = startNs;
         producers.start(startNs);
         if (w.warmupS() == 0) {
@@ -124,8 +125,10 @@ public final class Omb {
                 System.out.flush();
             }
             if (elapsedS % PROGRESS_EVERY_S == 0 || tick >= endNs) {
-                printProgress(elapsedS, tick <= warmupEndNs, progress, stats.backlog());
+                printProgress(elapsedS, tick <= warmupEndNs, progress, (tick - progressStartNs) / 1e9,
+                        stats.backlog());
                 progress = new Stats.Period();
+                progressStartNs = tick;
             }
             if (tick >= endNs) {
                 System.out.println("OMB-MEASURE-END");
@@ -135,8 +138,7 @@ public final class Omb {
         }
     }
 
-    private static void printProgress(long elapsedS, boolean warmup, Stats.Period p, long backlog) {
-        double s = PROGRESS_EVERY_S;
+    private static void printProgress(long elapsedS, boolean warmup, Stats.Period p, double s, long backlog) {
         System.err.printf("omb %4ds %-7s pub %8.0f msg/s %6.1f MiB/s | cons %8.0f msg/s | backlog %7d"
                         + " | pub ms p50 %.1f p99 %.1f max %.1f | delay ms p99 %.2f max %.1f"
                         + " | e2e ms p50 %.1f p99 %.1f max %.1f | errors %d%n",
