@@ -104,8 +104,22 @@ def run_workload(broker, workload, args, root, warmup_s, duration_s, tag=""):
     return r
 
 
+class Broker(compare.Broker):
+    """compare.py's broker, with extra kshard settings (--kshard-override)."""
+
+    def __init__(self, kind, root, bins, cp, kshard_overrides):
+        super().__init__(kind, root, bins, cp)
+        self.kshard_overrides = kshard_overrides
+
+    def command(self):
+        cmd = super().command()
+        if self.kind != "kafka":
+            cmd += [a for kv in self.kshard_overrides for a in ("--override", kv)]
+        return cmd
+
+
 def run_broker(kind, workloads, args, root, bins, cp):
-    b = compare.Broker(kind, root, bins, cp)
+    b = Broker(kind, root, bins, cp, args.kshard_override)
     res = {}
     log(f"starting {kind} on {b.bootstrap}")
     try:
@@ -212,7 +226,8 @@ def run(args):
     out = {"machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname()),
                        "load_avg_at_start": os.getloadavg()},
            "params": {"rate_msg_per_s": args.rate, "warmup_s": args.warmup_s, "duration_s": args.duration_s,
-                      "broker_warmup_s": args.broker_warmup_s, "partitions": PARTITIONS, "consumers": CONSUMERS,
+                      "broker_warmup_s": args.broker_warmup_s, "kshard_overrides": args.kshard_override,
+                      "partitions": PARTITIONS, "consumers": CONSUMERS,
                       "message_size_bytes": MESSAGE_SIZE_BYTES,
                       "workloads": {w: WORKLOADS[w] for w in workloads}},
            "results": {}}
@@ -243,6 +258,8 @@ def main():
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: " + ", ".join(WORKLOADS))
     p.add_argument("--brokers", default="kafka,kshard", help="comma-separated, in run order (kafka, kshard,"
                    " kshard-direct)")
+    p.add_argument("--kshard-override", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra kshard setting, repeatable (e.g. num.shards=1)")
     p.add_argument("--data-dir", default=None, help="where brokers keep data (default: a new temp dir)")
     p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "kshard-omb-results.json"),
                    help="JSON output file (default: in the temp dir, not the repo)")
