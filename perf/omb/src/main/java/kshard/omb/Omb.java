@@ -32,20 +32,22 @@ public final class Omb {
         Workload w = Workload.parse(args);
         Properties adminConfig = new Properties();
         adminConfig.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, w.bootstrapServer());
-        Map<String, Object> result;
         try (Admin admin = Admin.create(adminConfig)) {
             createTopic(admin, w);
-            result = run(w);
+            String json = Json.write(run(w));
+            if (w.out() != null) {
+                Files.writeString(Path.of(w.out()), json);
+            } else {
+                System.out.print(json);
+            }
+            System.out.flush();
             // The next workload should not share the disk with this one's data.
-            admin.deleteTopics(List.of(w.topic())).all().get(60, TimeUnit.SECONDS);
+            try {
+                admin.deleteTopics(List.of(w.topic())).all().get(60, TimeUnit.SECONDS);
+            } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+                System.err.println("omb: could not delete " + w.topic() + ": " + e);
+            }
         }
-        String json = Json.write(result);
-        if (w.out() != null) {
-            Files.writeString(Path.of(w.out()), json);
-        } else {
-            System.out.print(json);
-        }
-        System.out.flush();
         // Client threads (producers' senders, the admin's) are not ours to wait for.
         System.exit(0);
     }
