@@ -316,10 +316,28 @@ def producer_performance(cp, b, topic, num_records, record_size, acks, timeout_s
             "p50_ms": float(m.group(6)), "p99_ms": float(m.group(8))}
 
 
+# The Java consumer's own view of each Fetch (client-wide fetch-manager
+# metrics, --print-metrics): what a broker sends per response and how long
+# a response takes, the figures issue 16's consumer-gap analysis compares.
+FETCH_METRICS = ("fetch-size-avg", "fetch-rate", "fetch-latency-avg", "fetch-latency-max",
+                 "records-per-request-avg")
+FETCH_METRIC_RE = re.compile(r"^consumer-fetch-manager-metrics:([\w-]+):\{client-id=[^,}]*\}\s*:\s*(\S+)")
+
+
+def fetch_metrics(stdout):
+    """Client-wide fetch-manager metrics from ConsumerPerformance --print-metrics."""
+    out = {}
+    for line in stdout.splitlines():
+        m = FETCH_METRIC_RE.match(line.strip())
+        if m and m.group(1) in FETCH_METRICS:
+            out[m.group(1).replace("-", "_")] = float(m.group(2))
+    return out
+
+
 def consumer_performance(cp, b, topic, messages, timeout_s):
     cmd = java(cp, "org.apache.kafka.tools.ConsumerPerformance", [
         "--bootstrap-server", b.bootstrap, "--topic", topic, "--messages", str(messages),
-        "--timeout", "20000", "--group", f"cperf-{int(time.time() * 1000)}"])
+        "--timeout", "20000", "--group", f"cperf-{int(time.time() * 1000)}", "--print-metrics"])
     note(cmd[cmd.index("org.apache.kafka.tools.ConsumerPerformance"):])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     lines = [l for l in out.stdout.splitlines() if l.count(",") >= 9 and not l.startswith("start.time")]
@@ -327,7 +345,7 @@ def consumer_performance(cp, b, topic, messages, timeout_s):
         raise RuntimeError(f"ConsumerPerformance output not understood: {out.stdout[-400:]} {out.stderr[-400:]}")
     f = [x.strip() for x in lines[-1].split(",")]
     return {"mb": float(f[2]), "mb_per_s": float(f[3]), "records": int(f[4]), "records_per_s": float(f[5]),
-            "fetch_mb_per_s": float(f[8]), "fetch_records_per_s": float(f[9])}
+            "fetch_mb_per_s": float(f[8]), "fetch_records_per_s": float(f[9]), "fetch": fetch_metrics(out.stdout)}
 
 
 ETE_AVG_RE = re.compile(r"Avg latency: ([\d.]+) ms")
@@ -522,6 +540,7 @@ def w_consume(bins, cp, b, D, args):
         cperf = consumer_performance(cp, b, topic, n, 1800)
     out.update({"w3_cp_mb_per_s": cperf["fetch_mb_per_s"], "w3_cp_records": cperf["records"],
                 "w3_cp_cpu_s_per_gib": cpu.per_gib(cperf["records"] * 1024)})
+    out.update({f"w3_cp_{k}": v for k, v in cperf["fetch"].items()})
     return out
 
 
@@ -585,6 +604,11 @@ ROWS = [
     ("w3_perf_cpu_s_per_gib", "7) broker CPU s/GiB: consume from start, kshard-perf", False),
     ("w3_cp_cpu_s_per_gib", "7) broker CPU s/GiB: consume from start, ConsumerPerformance", False),
     ("w4_e2e_cpu_s_per_gib", "7) broker CPU s/GiB: e2e 20k/s 1KiB acks=all, kshard-perf", False),
+    # What the Java consumer saw per Fetch in ConsumerPerformance's step.
+    ("w3_cp_fetch_size_avg", "8) ConsumerPerformance Fetch: bytes per response (avg)", True),
+    ("w3_cp_records_per_request_avg", "8) ConsumerPerformance Fetch: records per response (avg)", True),
+    ("w3_cp_fetch_latency_avg", "8) ConsumerPerformance Fetch: request to response ms (avg)", False),
+    ("w3_cp_fetch_latency_max", "8) ConsumerPerformance Fetch: request to response ms (max)", False),
     ("rss_idle_mib", "5) RSS idle MiB", False),
     ("rss_loaded_mib", "5) RSS loaded (max) MiB", False),
     ("startup_s", f"6) restart to first produce, {STARTUP_PARTITIONS} partitions, s", False),
