@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use kshard::config::{parse_args, BrokerConfig};
 
 fn main() -> ExitCode {
+    kshard::util::alloc_guard::tune_system_allocator();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp_millis()
         .init();

@@ -49,7 +49,14 @@ pub async fn serve(ctx: Rc<KafkaApis>, pool: Rc<RequestMemoryPool>, mut stream: 
     }
 }
 
-/// Reads once (at most `READ_CHUNK_BYTES`) and appends what arrived to
+/// What one read may take, and the largest frame a size prefix may declare.
+#[derive(Clone, Copy)]
+struct ReadLimits {
+    read_bytes_max: usize,
+    max_request_bytes: usize,
+}
+
+/// Reads once (at most `limits.read_bytes_max`) and appends what arrived to
 /// `buf`, charging it to `charge`. While the shard's request memory is
 /// full the connection does not read (Kafka mutes the channel while its
 /// memory pool is exhausted); the check and the read happen in the same
@@ -63,7 +70,13 @@ async fn read_some(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
     charge: &mut Charge,
+    limits: ReadLimits,
 ) -> Result<(), String> {
+    let ReadLimits {
+        read_bytes_max,
+        max_request_bytes,
+    } = limits;
+    assert!(read_bytes_max > 0 && read_bytes_max <= READ_CHUNK_BYTES);
     let mut muted_timer: Option<glommio::timer::Timer> = None;
     let n = futures_lite::future::poll_fn(|cx| {
         if !pool.may_read(charge) {
@@ -84,8 +97,9 @@ async fn read_some(
             let Ok(mut chunk) = shared.try_borrow_mut() else {
                 return Poll::Ready(Err("shard read buffer in use".to_string()));
             };
-            match Pin::new(&mut *stream).poll_read(cx, &mut chunk[..]) {
+            match Pin::new(&mut *stream).poll_read(cx, &mut chunk[..read_bytes_max]) {
                 Poll::Ready(Ok(n)) => {
+                    reserve_frame(buf, &chunk[..n], max_request_bytes);
                     buf.extend_from_slice(&chunk[..n]);
                     charge.add(n);
                     Poll::Ready(Ok(n))
@@ -130,15 +144,39 @@ fn take_frame(
     Ok(Ok(frame))
 }
 
-/// Once a frame's first body bytes have arrived, its whole buffer is
+/// The bytes the next read may take: no more than the frame being read
+/// still misses, so a frame's buffer (see `reserve_frame`) never overflows
+/// into a regrowth when a pipelining client's next frame follows it.
+fn read_bytes_max(buf: &BytesMut, frame_bytes: usize) -> usize {
+    if buf.len() >= 4 && frame_bytes > buf.len() {
+        return (frame_bytes - buf.len()).min(READ_CHUNK_BYTES);
+    }
+    READ_CHUNK_BYTES
+}
+
+/// Before `incoming` is appended to `buf` (which holds at most the start of
+/// one frame): once the frame's body starts arriving, its whole buffer is
 /// reserved, so the rest lands without regrowing (each regrowth copied the
 /// bytes so far and touched fresh pages: a tenth of the broker's CPU with
 /// 100-byte records). Reserved pages that no byte has reached are address
 /// space, not memory, so resident memory still grows only with the bytes
 /// received, which is what the pool charges; a bare size prefix reserves
-/// nothing.
-fn reserve_frame(buf: &mut BytesMut, frame_bytes: usize) {
-    if buf.len() > 4 && frame_bytes > buf.len() {
+/// nothing, and a size past `max_request_bytes` is left to `take_frame`.
+fn reserve_frame(buf: &mut BytesMut, incoming: &[u8], max_request_bytes: usize) {
+    let held_bytes = buf.len() + incoming.len();
+    if held_bytes <= 4 {
+        return;
+    }
+    let mut prefix = [0u8; 4];
+    for (i, byte) in prefix.iter_mut().enumerate() {
+        *byte = if i < buf.len() { buf[i] } else { incoming[i - buf.len()] };
+    }
+    let size = i32::from_be_bytes(prefix);
+    if size < 0 || size as usize > max_request_bytes {
+        return;
+    }
+    let frame_bytes = 4 + size as usize;
+    if frame_bytes > held_bytes {
         buf.reserve(frame_bytes - buf.len());
     }
 }
@@ -250,19 +288,25 @@ impl Reader<'_> {
             idle_ms,
         } = self;
         loop {
-            match take_frame(buf, *max_request_bytes)? {
+            let limits = match take_frame(buf, *max_request_bytes)? {
                 Ok(frame) => {
                     let frame_charge = charge.split(4 + frame.len());
                     return Ok((frame, frame_charge));
                 }
-                Err(frame_bytes) => reserve_frame(buf, frame_bytes),
-            }
+                Err(frame_bytes) => ReadLimits {
+                    read_bytes_max: read_bytes_max(buf, frame_bytes),
+                    max_request_bytes: *max_request_bytes,
+                },
+            };
             let Some(front) = in_flight.front_mut() else {
-                read_some(pool, *idle_ms, stream, buf, charge).await?;
+                read_some(pool, *idle_ms, stream, buf, charge, limits).await?;
                 continue;
             };
             let woken = futures_lite::future::or(
-                async { Woken::Read(read_some(pool, *idle_ms, stream, buf, charge).await) },
+                async {
+                    let read = read_some(pool, *idle_ms, stream, buf, charge, limits);
+                    Woken::Read(read.await)
+                },
                 async { Woken::Answered(front.await) },
             )
             .await;
@@ -357,5 +401,53 @@ async fn serve_inner(
             }
             Err(e) => return Err(format!("bad request: {e:?}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame_start(size: i32, body_bytes: usize) -> Vec<u8> {
+        let mut v = size.to_be_bytes().to_vec();
+        v.resize(4 + body_bytes, 7);
+        v
+    }
+
+    #[test]
+    fn a_frame_is_reserved_whole_once_its_body_arrives() {
+        let mut buf = BytesMut::new();
+        reserve_frame(&mut buf, &frame_start(1 << 20, 0), 100 << 20);
+        assert_eq!(buf.capacity(), 0, "a bare size prefix reserves nothing");
+
+        let incoming = frame_start(1 << 20, 10);
+        reserve_frame(&mut buf, &incoming, 100 << 20);
+        assert!(buf.capacity() >= 4 + (1 << 20));
+        buf.extend_from_slice(&incoming);
+        assert_eq!(read_bytes_max(&buf, 4 + (1 << 20)), READ_CHUNK_BYTES);
+
+        // The last read of a frame asks for exactly what it misses.
+        buf.resize(4 + (1 << 20) - 100, 0);
+        assert_eq!(read_bytes_max(&buf, 4 + (1 << 20)), 100);
+    }
+
+    #[test]
+    fn a_prefix_split_over_reads_is_read_whole() {
+        let whole = frame_start(300_000, 20);
+        let mut buf = BytesMut::from(&whole[..2]);
+        reserve_frame(&mut buf, &whole[2..], 100 << 20);
+        assert!(buf.capacity() >= 300_004);
+    }
+
+    #[test]
+    fn bad_or_complete_frames_reserve_nothing() {
+        for size in [-1, (100 << 20) + 1] {
+            let mut buf = BytesMut::new();
+            reserve_frame(&mut buf, &frame_start(size, 10), 100 << 20);
+            assert_eq!(buf.capacity(), 0);
+        }
+        let mut buf = BytesMut::new();
+        reserve_frame(&mut buf, &frame_start(10, 10), 100 << 20);
+        assert_eq!(buf.capacity(), 0, "a frame that arrived whole needs no reservation");
     }
 }
