@@ -138,7 +138,9 @@ fn loads(c: &mut Criterion, config: &Arc<TopicConfig>) {
     let other = cache.clone();
     with_loader(
         move || drop(black_box(other.image())),
-        || g.bench_function("load_full_contended", |b| b.iter(|| black_box(cache.image()))),
+        || {
+            g.bench_function("load_full_contended", |b| b.iter(|| black_box(cache.image())));
+        },
     );
     let swap = Arc::new(ArcSwap::from_pointee(image_of(config, 1_000)));
     let other = swap.clone();
@@ -147,7 +149,7 @@ fn loads(c: &mut Criterion, config: &Arc<TopicConfig>) {
         || {
             g.bench_function("arc_swap_load_guard_contended", |b| {
                 b.iter(|| black_box(swap.load().topics.len()))
-            })
+            });
         },
     );
     g.finish();

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""kshard with 1 and with 2 shards (`num.shards`) under the same loads:
+kshard-perf produce (1 KiB, acks=1, 8 partitions, one connection, and two
+connections) and consume from the start, with throughput, the broker's CPU
+seconds per GiB (utime + stime of the process, as compare.py) and that CPU
+split by thread (shard-0, shard-1, the rest), and, from the placement rule,
+the share of each topic's partitions that a connection on each shard
+reaches through the mailbox.
+
+Usage: perf/shards.py [--duration-s S] [--consume-size-mib M] [--shards 1,2]
+                      [--out FILE.json]
+Uses the existing target/release binaries (build them first). On a 2-core
+machine the client shares the cores with the broker: compare CPU per GiB,
+not throughput, across shard counts.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import compare
+from compare import REPO, Broker, BrokerCpu, log, perf, wait_ready
+
+PARTITIONS = 8
+
+
+def fnv1a(data):
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def shard_for(topic, partition, nr_shards):
+    """shards/src/placement.rs, for partitions >= 0 of ordinary topics."""
+    return (fnv1a(topic.encode()) + partition) % nr_shards
+
+
+def remote_share(topic, partitions, nr_shards):
+    """Per shard a connection may land on: the share of the topic's
+    partitions owned by another shard (reached through the mailbox)."""
+    owners = [shard_for(topic, p, nr_shards) for p in range(partitions)]
+    return {s: sum(o != s for o in owners) / partitions for s in range(nr_shards)}
+
+
+def thread_cpu_s(pid):
+    """CPU seconds per thread name (shard-0, shard-1, ...) of a process."""
+    out = defaultdict(float)
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        key = name if name.startswith("shard-") else "other"
+        out[key] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+class ShardedBroker(Broker):
+    def __init__(self, root, bins, nr_shards):
+        super().__init__("kshard", root / f"shards-{nr_shards}", bins, cp=None)
+        self.nr_shards = nr_shards
+
+    def command(self):
+        return super().command() + ["--override", f"num.shards={self.nr_shards}"]
+
+
+def measured(b, payload_of, run):
+    """Runs `run()`, returning its summary with CPU per GiB, per thread."""
+    before = thread_cpu_s(b.proc.pid)
+    with BrokerCpu(b) as cpu:
+        r = run()
+    after = thread_cpu_s(b.proc.pid)
+    gib = payload_of(r) / 2**30
+    return {
+        "mb_per_s": r["mb_per_s"],
+        "records_per_s": r["records_per_s"],
+        "payload_gib": gib,
+        "broker_cpu_s": cpu.seconds,
+        "broker_cpu_s_per_gib": cpu.per_gib(payload_of(r)),
+        "thread_cpu_s_per_gib": {k: (after[k] - before.get(k, 0.0)) / gib for k in sorted(after)},
+    }
+
+
+def workloads(bins, b, args):
+    D = args.duration_s
+    bs = ["--bootstrap-server", b.bootstrap]
+    produce = ["produce", *bs, "--partitions", str(PARTITIONS), "--record-size", "1024", "--acks", "1",
+               "--duration-s", str(D)]
+    out = {}
+    for producers in (1, 2):
+        topic = f"p{producers}"
+        out[f"produce_1k_acks1_{producers}conn"] = measured(
+            b, lambda r: r["payload_bytes"],
+            lambda: perf(bins, produce + ["--topic", topic, "--producers", str(producers)], D * 4 + 120))
+        out[f"produce_1k_acks1_{producers}conn"]["remote_partition_share_by_conn_shard"] = remote_share(
+            topic, PARTITIONS, b.nr_shards)
+    topic = "c"
+    perf(bins, ["produce", *bs, "--topic", topic, "--partitions", str(PARTITIONS), "--record-size", "1024",
+                "--acks", "1", "--num-records", str(args.consume_size_mib * 1024)], 1800)
+    consume = ["consume", *bs, "--topic", topic, "--from-start"]
+    perf(bins, consume, 1800)  # warms the page cache
+    out["consume_from_start"] = measured(b, lambda r: r["payload_bytes"], lambda: perf(bins, consume, 1800))
+    out["consume_from_start"]["remote_partition_share_by_conn_shard"] = remote_share(
+        topic, PARTITIONS, b.nr_shards)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--duration-s", type=int, default=20)
+    p.add_argument("--consume-size-mib", type=int, default=1024)
+    p.add_argument("--shards", default="1,2")
+    p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "kshard-shards-results.json"))
+    args = p.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="kshard-shards-"))
+    bins = {}
+    (root / "bin").mkdir()
+    for name in ("kshard", "kshard-perf"):
+        bins[name] = root / "bin" / name
+        shutil.copy2(REPO / "target" / "release" / name, bins[name])
+    results = {"cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg(),
+               "params": vars(args), "runs": {}}
+    try:
+        for n in [int(s) for s in args.shards.split(",")]:
+            b = ShardedBroker(root, bins, n)
+            log(f"kshard with {n} shard(s) on {b.bootstrap}")
+            b.start()
+            try:
+                wait_ready(bins, b)
+                time.sleep(2)
+                results["runs"][f"shards_{n}"] = workloads(bins, b, args)
+            finally:
+                b.stop_all()
+    finally:
+        results["load_avg_at_end"] = os.getloadavg()
+        results["commands"] = compare.COMMANDS
+        Path(args.out).write_text(json.dumps(results, indent=2))
+        shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
