@@ -139,7 +139,9 @@ fn loads(c: &mut Criterion, config: &Arc<TopicConfig>) {
     with_loader(
         move || drop(black_box(other.image())),
         || {
-            g.bench_function("load_full_contended", |b| b.iter(|| black_box(cache.image())));
+            g.bench_function("load_full_contended", |b| {
+                b.iter(|| black_box(cache.image()))
+            });
         },
     );
     let swap = Arc::new(ArcSwap::from_pointee(image_of(config, 1_000)));
