@@ -3,9 +3,10 @@
 kshard-perf produce (1 KiB, acks=1, 8 partitions, one connection, and two
 connections) and consume from the start, with throughput, the broker's CPU
 seconds per GiB (utime + stime of the process, as compare.py) and that CPU
-split by thread (shard-0, shard-1, the rest), and, from the placement rule,
-the share of each topic's partitions that a connection on each shard
-reaches through the mailbox.
+split by thread (shard-0, shard-1, the rest), write(2) calls per GiB (with
+2 shards, the excess over 1 shard is mailbox doorbell rings), and, from the
+placement rule, the share of each topic's partitions that a connection on
+each shard reaches through the mailbox.
 
 Usage: perf/shards.py [--duration-s S] [--consume-size-mib M] [--shards 1,2]
                       [--out FILE.json]
@@ -48,6 +49,16 @@ def remote_share(topic, partitions, nr_shards):
     return {s: sum(o != s for o in owners) / partitions for s in range(nr_shards)}
 
 
+def write_syscalls(pid):
+    """write(2)-family calls of a process (`syscw` in /proc/PID/io): the
+    doorbell rings and the buffered log's positional writes; socket I/O goes
+    through io_uring and is not counted."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("syscw:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no syscw in /proc/{pid}/io")
+
+
 def thread_cpu_s(pid):
     """CPU seconds per thread name (shard-0, shard-1, ...) of a process."""
     out = defaultdict(float)
@@ -75,10 +86,10 @@ class ShardedBroker(Broker):
 
 def measured(b, payload_of, run):
     """Runs `run()`, returning its summary with CPU per GiB, per thread."""
-    before = thread_cpu_s(b.proc.pid)
+    before, writes_before = thread_cpu_s(b.proc.pid), write_syscalls(b.proc.pid)
     with BrokerCpu(b) as cpu:
         r = run()
-    after = thread_cpu_s(b.proc.pid)
+    after, writes = thread_cpu_s(b.proc.pid), write_syscalls(b.proc.pid) - writes_before
     gib = payload_of(r) / 2**30
     return {
         "mb_per_s": r["mb_per_s"],
@@ -87,6 +98,7 @@ def measured(b, payload_of, run):
         "broker_cpu_s": cpu.seconds,
         "broker_cpu_s_per_gib": cpu.per_gib(payload_of(r)),
         "thread_cpu_s_per_gib": {k: (after[k] - before.get(k, 0.0)) / gib for k in sorted(after)},
+        "write_syscalls_per_gib": writes / gib,
     }
 
 
