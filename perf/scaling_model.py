@@ -11,13 +11,16 @@ Usage: perf/scaling_model.py
 import random
 
 # Measured (tuning.md lists the commands).
-CPU_S_PER_GIB_1_SHARD = 1.11  # produce 1 KiB acks=1, 8 partitions, 1 shard
+# produce 1 KiB acks=1, 8 partitions, 1 shard, one connection: mean of 4 runs
+CPU_S_PER_GIB_1_SHARD = 1.21
 CALL_CPU_S_BUSY = (0.46e-6, 1.46e-6)  # mailbox cpu/in_flight_256 .. in_flight_64
-CALL_CPU_S_IDLE = 128e-6  # mailbox cpu/round_trip: both shards asleep
+# An idle call: one doorbell and wake (half of cpu/round_trip, which has
+# two; the broker rang 1.06 per call) .. two.
+CALL_CPU_S_IDLE = (64e-6, 128e-6)
 CONN_SHARE = 0.30  # of the work, on the connection's shard (2-shard thread split)
-# Bounds on requests per GiB of kshard-perf produce (64 KiB batches,
-# 8 partitions): every request carries all 8 batches .. only one.
-REQUESTS_PER_GIB = (2048, 16384)
+# kshard-perf produce requests per GiB (client sendto calls, perf/shards.py):
+# every request carries all 8 partitions' 64 KiB batches.
+REQUESTS_PER_GIB = 2150
 PARTITIONS_PER_REQUEST = 8
 # Assumed: one contended atomic on the image's reference count costs a
 # cache-line transfer (56 ns measured between 2 cores; 100 ns assumed on a
@@ -63,8 +66,8 @@ def main():
     print("S  remote calls/req  cpu s/GiB busy (lo..hi)  idle (lo..hi)  per-core eff busy  spread eff C=S C=4S C=16S"
           "  GiB/s at C=4S (lo..hi)")
     for s in SHARDS:
-        busy = [cpu_s_per_gib(s, r, c) for r, c in zip(REQUESTS_PER_GIB, CALL_CPU_S_BUSY)]
-        idle = [cpu_s_per_gib(s, r, CALL_CPU_S_IDLE) for r in REQUESTS_PER_GIB]
+        busy = [cpu_s_per_gib(s, REQUESTS_PER_GIB, c) for c in CALL_CPU_S_BUSY]
+        idle = [cpu_s_per_gib(s, REQUESTS_PER_GIB, c) for c in CALL_CPU_S_IDLE]
         eff = [CPU_S_PER_GIB_1_SHARD / c for c in busy]
         spread = [spread_efficiency(s, s * m) for m in (1, 4, 16)]
         print(f"{s:<3}{remote_calls_per_request(s, PARTITIONS_PER_REQUEST):>8.2f}"

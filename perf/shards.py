@@ -3,8 +3,9 @@
 kshard-perf produce (1 KiB, acks=1, 8 partitions, one connection, and two
 connections) and consume from the start, with throughput, the broker's CPU
 seconds per GiB (utime + stime of the process, as compare.py) and that CPU
-split by thread (shard-0, shard-1, the rest), write(2) calls per GiB (with
-2 shards, the excess over 1 shard is mailbox doorbell rings), and, from the
+split by thread (shard-0, shard-1, the rest), requests per GiB (the client's
+sendto calls) and mailbox doorbell rings per GiB (the broker's sendto calls,
+both counted with `perf stat` when perf is installed), and, from the
 placement rule, the share of each topic's partitions that a connection on
 each shard reaches through the mailbox.
 
@@ -19,6 +20,8 @@ import argparse
 import json
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -49,14 +52,54 @@ def remote_share(topic, partitions, nr_shards):
     return {s: sum(o != s for o in owners) / partitions for s in range(nr_shards)}
 
 
-def write_syscalls(pid):
-    """write(2)-family calls of a process (`syscw` in /proc/PID/io): the
-    doorbell rings and the buffered log's positional writes; socket I/O goes
-    through io_uring and is not counted."""
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("syscw:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no syscw in /proc/{pid}/io")
+SENDTO = "syscalls:sys_enter_sendto"
+
+
+class SendtoCount:
+    """sendto(2) calls of a process over a `with` block, by `perf stat` on
+    the tracepoint. In the broker these are the mailbox's doorbell rings
+    (std's socket write is a send; network I/O goes through io_uring and
+    sendfile). None when perf cannot count."""
+
+    def __init__(self, pid, out):
+        self.pid, self.out, self.calls, self.proc = pid, out, None, None
+
+    def __enter__(self):
+        if shutil.which("perf"):
+            self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", SENDTO, "-p", str(self.pid),
+                                          "-o", str(self.out)], stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # attached before the step starts
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(30)
+            self.calls = perf_stat_count(self.out)
+        return False
+
+
+def perf_stat_count(path):
+    for line in Path(path).read_text().splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2] == SENDTO and fields[0].isdigit():
+            return int(fields[0])
+    return None
+
+
+def client(bins, args, timeout_s, out):
+    """kshard-perf with --json (as compare.perf), under `perf stat` counting
+    its sendto calls: one per request, the client writing each whole."""
+    cmd = [str(bins["kshard-perf"])] + args + ["--json"]
+    compare.note(cmd)
+    if shutil.which("perf"):
+        cmd = ["perf", "stat", "-x,", "-e", SENDTO, "-o", str(out)] + cmd
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    r["sendto_calls"] = perf_stat_count(out) if out.exists() else None
+    return r
 
 
 def thread_cpu_s(pid):
@@ -85,12 +128,14 @@ class ShardedBroker(Broker):
 
 
 def measured(b, payload_of, run):
-    """Runs `run()`, returning its summary with CPU per GiB, per thread."""
-    before, writes_before = thread_cpu_s(b.proc.pid), write_syscalls(b.proc.pid)
-    with BrokerCpu(b) as cpu:
+    """Runs `run()`, returning its summary with CPU per GiB, per thread, and
+    requests and doorbell rings per GiB."""
+    before = thread_cpu_s(b.proc.pid)
+    with BrokerCpu(b) as cpu, SendtoCount(b.proc.pid, b.root / "perf-broker.txt") as rings:
         r = run()
-    after, writes = thread_cpu_s(b.proc.pid), write_syscalls(b.proc.pid) - writes_before
+    after = thread_cpu_s(b.proc.pid)
     gib = payload_of(r) / 2**30
+    per_gib = (lambda n: n / gib if n is not None else None)
     return {
         "mb_per_s": r["mb_per_s"],
         "records_per_s": r["records_per_s"],
@@ -98,7 +143,8 @@ def measured(b, payload_of, run):
         "broker_cpu_s": cpu.seconds,
         "broker_cpu_s_per_gib": cpu.per_gib(payload_of(r)),
         "thread_cpu_s_per_gib": {k: (after[k] - before.get(k, 0.0)) / gib for k in sorted(after)},
-        "write_syscalls_per_gib": writes / gib,
+        "client_requests_per_gib": per_gib(r["sendto_calls"]),
+        "doorbell_rings_per_gib": per_gib(rings.calls),
     }
 
 
@@ -112,7 +158,8 @@ def workloads(bins, b, args):
         topic = f"p{producers}"
         out[f"produce_1k_acks1_{producers}conn"] = measured(
             b, lambda r: r["payload_bytes"],
-            lambda: perf(bins, produce + ["--topic", topic, "--producers", str(producers)], D * 4 + 120))
+            lambda: client(bins, produce + ["--topic", topic, "--producers", str(producers)], D * 4 + 120,
+                           b.root / "perf-client.txt"))
         out[f"produce_1k_acks1_{producers}conn"]["remote_partition_share_by_conn_shard"] = remote_share(
             topic, PARTITIONS, b.nr_shards)
     topic = "c"
@@ -120,7 +167,8 @@ def workloads(bins, b, args):
                 "--acks", "1", "--num-records", str(args.consume_size_mib * 1024)], 1800)
     consume = ["consume", *bs, "--topic", topic, "--from-start"]
     perf(bins, consume, 1800)  # warms the page cache
-    out["consume_from_start"] = measured(b, lambda r: r["payload_bytes"], lambda: perf(bins, consume, 1800))
+    out["consume_from_start"] = measured(b, lambda r: r["payload_bytes"],
+                                         lambda: client(bins, consume, 1800, b.root / "perf-client.txt"))
     out["consume_from_start"]["remote_partition_share_by_conn_shard"] = remote_share(
         topic, PARTITIONS, b.nr_shards)
     return out
