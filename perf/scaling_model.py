@@ -11,11 +11,11 @@ Usage: perf/scaling_model.py
 import random
 
 # Measured (tuning.md lists the commands).
-# produce 1 KiB acks=1, 8 partitions, 1 shard, one connection: mean of 4 runs
-CPU_S_PER_GIB_1_SHARD = 1.21
+# produce 1 KiB acks=1, 8 partitions, 1 shard, one connection: mean of 5 runs
+CPU_S_PER_GIB_1_SHARD = 1.16
 CALL_CPU_S_BUSY = (0.46e-6, 1.46e-6)  # mailbox cpu/in_flight_256 .. in_flight_64
 # An idle call: one doorbell and wake (half of cpu/round_trip, which has
-# two; the broker rang 1.06 per call) .. two.
+# two; the broker rang 1.06-1.08 per call) .. two.
 CALL_CPU_S_IDLE = (64e-6, 128e-6)
 CONN_SHARE = 0.30  # of the work, on the connection's shard (2-shard thread split)
 # kshard-perf produce requests per GiB (client sendto calls, perf/shards.py):

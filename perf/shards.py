@@ -10,7 +10,7 @@ placement rule, the share of each topic's partitions that a connection on
 each shard reaches through the mailbox.
 
 Usage: perf/shards.py [--duration-s S] [--consume-size-mib M] [--shards 1,2]
-                      [--out FILE.json]
+                      [--java [--java-records N]] [--out FILE.json]
 Uses the existing target/release binaries (build them first). On a 2-core
 machine the client shares the cores with the broker: compare CPU per GiB,
 not throughput, across shard counts.
@@ -136,6 +136,7 @@ def measured(b, payload_of, run):
     after = thread_cpu_s(b.proc.pid)
     gib = payload_of(r) / 2**30
     per_gib = (lambda n: n / gib if n is not None else None)
+    r.setdefault("sendto_calls", None)
     return {
         "mb_per_s": r["mb_per_s"],
         "records_per_s": r["records_per_s"],
@@ -162,6 +163,8 @@ def workloads(bins, b, args):
                            b.root / "perf-client.txt"))
         out[f"produce_1k_acks1_{producers}conn"]["remote_partition_share_by_conn_shard"] = remote_share(
             topic, PARTITIONS, b.nr_shards)
+    if args.java:
+        out["producer_performance_1k_acks1"] = producer_performance_step(bins, b, args)
     topic = "c"
     perf(bins, ["produce", *bs, "--topic", topic, "--partitions", str(PARTITIONS), "--record-size", "1024",
                 "--acks", "1", "--num-records", str(args.consume_size_mib * 1024)], 1800)
@@ -174,11 +177,30 @@ def workloads(bins, b, args):
     return out
 
 
+def producer_performance_step(bins, b, args):
+    """Kafka's ProducerPerformance (compare.py's settings: batch 64 KiB,
+    linger 5 ms), 1 KiB acks=1, into an 8-partition topic kshard-perf
+    creates first (auto-creation would make one partition)."""
+    topic = "j"
+    perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions",
+                str(PARTITIONS), "--record-size", "1024", "--num-records", "1"], 120)
+    log4j = b.root / "log4j.properties"
+    log4j.write_text("log4j.rootLogger=WARN, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
+                     "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n")
+    records = args.java_records
+    r = measured(b, lambda r: r["records"] * 1024,
+                 lambda: compare.producer_performance({"log4j": log4j}, b, topic, records, 1024, "1", 900))
+    r["remote_partition_share_by_conn_shard"] = remote_share(topic, PARTITIONS, b.nr_shards)
+    return r
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration-s", type=int, default=20)
     p.add_argument("--consume-size-mib", type=int, default=1024)
     p.add_argument("--shards", default="1,2")
+    p.add_argument("--java", action="store_true", help="also Kafka's ProducerPerformance (needs the Kafka jars)")
+    p.add_argument("--java-records", type=int, default=2_000_000)
     p.add_argument("--out", default=str(Path(tempfile.gettempdir()) / "kshard-shards-results.json"))
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="kshard-shards-"))
