@@ -1,36 +1,86 @@
 //! The watchdog thread of the stall detector (see `stall.rs`).
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{now_ns, ShardSlot, StallSettings, CAPTURE_SIGNAL, FRAMES_MAX, STALL_LOG_PREFIX};
 
+/// A shard thread's scheduling at a moment (`/proc/<tid>/schedstat`).
+#[derive(Debug, Clone, Copy)]
+struct SchedSample {
+    at_ns: u64,
+    /// Time on a CPU and waiting for one (runnable, another thread ran).
+    cpu_ns: u64,
+    runq_wait_ns: u64,
+}
+
 /// A stall the watchdog has seen start and not yet end.
 #[derive(Debug)]
 struct Ongoing {
     run_seq: u64,
     run_started_ns: u64,
-    /// The shard thread's time waiting for a CPU when its run grew
-    /// suspect (half the threshold old), if read then.
-    runq_wait_ns: Option<u64>,
+    /// The thread's scheduling at the last look before the run started.
+    before: Option<SchedSample>,
 }
 
-/// A run half the threshold old: the thread's run-queue wait then.
-#[derive(Debug)]
-struct Suspect {
-    run_seq: u64,
-    runq_wait_ns: Option<u64>,
+#[derive(Debug, PartialEq, Eq)]
+enum ThreadState {
+    /// In `io_uring_enter` (a glommio executor parked for want of work),
+    /// or exited.
+    Parked,
+    /// In another syscall.
+    Blocked,
+    /// Not in a syscall.
+    Running,
 }
 
 /// What the watchdog knows of one shard.
 #[derive(Debug, Default)]
 struct ShardWatch {
     ongoing: Option<Ongoing>,
-    suspect: Option<Suspect>,
-    /// A run seen parked after its start: the shard is idle, not stalled,
-    /// until the next run.
+    /// A run found idle (its shard parked after it): not a stall.
     idle_run_seq: Option<u64>,
+    /// `/proc/self/task/<tid>/schedstat`, open once, read every look.
+    schedstat: Option<File>,
+    last: Option<SchedSample>,
+    /// The run last seen, and the sample of the look before it started.
+    run: Option<(u64, Option<SchedSample>)>,
+}
+
+impl ShardWatch {
+    fn sample(&mut self, tid: i32, now: u64) -> Option<SchedSample> {
+        if self.schedstat.is_none() {
+            self.schedstat = File::open(format!("/proc/self/task/{tid}/schedstat")).ok();
+        }
+        let mut buf = [0u8; 128];
+        let n = self.schedstat.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+        Some(SchedSample {
+            at_ns: now,
+            cpu_ns: fields.next()??,
+            runq_wait_ns: fields.next()??,
+        })
+    }
+}
+
+/// A run past the threshold is a stall if its thread was on (or waiting
+/// for) a CPU at least half the time since it started, or is blocked in a
+/// syscall other than the reactor's. Otherwise the run ended and the shard
+/// is idle: it parks, and wakes now and then without running a task queue
+/// (its preemption timer), so no new run is stamped.
+fn is_stalled(tid: i32, before: Option<SchedSample>, now: Option<SchedSample>) -> bool {
+    match (before, now) {
+        (Some(before), Some(now)) => {
+            let scheduled = (now.cpu_ns - before.cpu_ns) + (now.runq_wait_ns - before.runq_wait_ns);
+            2 * scheduled >= now.at_ns - before.at_ns || thread_state(tid) == ThreadState::Blocked
+        }
+        // The run started before the first look: only its state tells.
+        _ => thread_state(tid) != ThreadState::Parked,
+    }
 }
 
 pub(super) struct Watchdog {
@@ -60,7 +110,7 @@ impl Watchdog {
         let now = now_ns();
         for shard_id in 0..self.slots.len() {
             if let Some(ongoing) = self.watches[shard_id].ongoing.take() {
-                self.report(shard_id, &ongoing, now);
+                self.report(shard_id, &ongoing, now, None);
             }
         }
     }
@@ -77,9 +127,15 @@ impl Watchdog {
             return; // a run started while reading: not stalled
         }
         let now = now_ns();
-        if let Some(ongoing) = &self.watches[shard_id].ongoing {
+        let watch = &mut self.watches[shard_id];
+        let sample = watch.sample(tid, now);
+        let previous = std::mem::replace(&mut watch.last, sample);
+        if watch.run.map(|(seq, _)| seq) != Some(run_seq) {
+            watch.run = Some((run_seq, previous));
+        }
+        if let Some(ongoing) = &watch.ongoing {
             let new_run = run_seq != ongoing.run_seq;
-            if new_run || is_parked(tid) {
+            if new_run || thread_state(tid) == ThreadState::Parked {
                 // The stall ended before this look: at the new run's start
                 // or, when it parked, within the last tick.
                 let end = if new_run {
@@ -87,32 +143,36 @@ impl Watchdog {
                 } else {
                     now
                 };
-                let ongoing = self.watches[shard_id].ongoing.take().expect("ongoing");
-                self.report(shard_id, &ongoing, end);
+                let ongoing = watch.ongoing.take().expect("ongoing");
                 if !new_run {
-                    self.watches[shard_id].idle_run_seq = Some(run_seq);
+                    watch.idle_run_seq = Some(run_seq);
                 }
+                self.report(shard_id, &ongoing, end, sample);
             }
             return;
         }
         let age = Duration::from_nanos(now.saturating_sub(run_started_ns));
-        let watch = &mut self.watches[shard_id];
-        if age <= self.settings.threshold / 2 || watch.idle_run_seq == Some(run_seq) {
+        if age <= self.settings.threshold || watch.idle_run_seq == Some(run_seq) {
             return;
         }
-        if watch.suspect.as_ref().map(|s| s.run_seq) != Some(run_seq) {
-            watch.suspect = Some(Suspect {
-                run_seq,
-                runq_wait_ns: runq_wait_ns(tid),
-            });
+        let before = watch.run.and_then(|(_, before)| before);
+        if is_stalled(tid, before, sample) {
+            self.start_stall(shard_id, run_seq, run_started_ns, before);
+        } else {
+            watch.idle_run_seq = Some(run_seq);
         }
-        if age <= self.settings.threshold {
-            return;
-        }
-        if is_parked(tid) {
-            self.watches[shard_id].idle_run_seq = Some(run_seq);
-            return;
-        }
+    }
+
+    /// Asks the stalled shard's thread for its stack, to be read when the
+    /// stall ends.
+    fn start_stall(
+        &mut self,
+        shard_id: usize,
+        run_seq: u64,
+        run_started_ns: u64,
+        before: Option<SchedSample>,
+    ) {
+        let slot = &self.slots[shard_id];
         slot.ips_len.store(0, Ordering::Relaxed);
         slot.capture_requested.store(true, Ordering::Release);
         // SAFETY: the pthread is alive: its shard has a run in progress and
@@ -126,22 +186,22 @@ impl Watchdog {
         if sent != 0 {
             slot.capture_requested.store(false, Ordering::Relaxed);
         }
-        let watch = &mut self.watches[shard_id];
-        watch.ongoing = Some(Ongoing {
+        self.watches[shard_id].ongoing = Some(Ongoing {
             run_seq,
             run_started_ns,
-            runq_wait_ns: watch.suspect.take().and_then(|s| s.runq_wait_ns),
+            before,
         });
     }
 
-    fn report(&self, shard_id: usize, ongoing: &Ongoing, end_ns: u64) {
+    fn report(&self, shard_id: usize, ongoing: &Ongoing, end_ns: u64, after: Option<SchedSample>) {
         let slot = &self.slots[shard_id];
         let stall = Duration::from_nanos(end_ns.saturating_sub(ongoing.run_started_ns));
         // Time the thread was runnable but not running (another process
-        // had the CPU) is not the task's; the thread's exit loses it.
-        let tid = slot.tid.load(Ordering::Relaxed);
-        let runq_wait = match (ongoing.runq_wait_ns, runq_wait_ns(tid)) {
-            (Some(start), Some(end)) => Duration::from_nanos(end.saturating_sub(start)),
+        // had the CPU) is not the task's. Unknown after the thread exits.
+        let runq_wait = match (ongoing.before, after) {
+            (Some(before), Some(after)) => {
+                Duration::from_nanos(after.runq_wait_ns - before.runq_wait_ns)
+            }
             _ => Duration::ZERO,
         };
         let task = stall.saturating_sub(runq_wait);
@@ -172,34 +232,30 @@ impl Watchdog {
     }
 }
 
-/// True when thread `tid` of this process waits in `io_uring_enter` (a
-/// glommio executor parked for want of work) or has exited.
-fn is_parked(tid: i32) -> bool {
-    let path = format!("/proc/self/task/{tid}/syscall");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => syscall_is_io_uring_enter(&text),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+fn thread_state(tid: i32) -> ThreadState {
+    match std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")) {
+        Ok(text) => parse_syscall(&text),
+        Err(_) => ThreadState::Parked,
     }
-}
-
-/// The time thread `tid` has waited on a run queue for a CPU
-/// (`/proc/<tid>/schedstat`: run time, wait time, timeslices, in ns).
-fn runq_wait_ns(tid: i32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    text.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `/proc/<tid>/syscall` starts with the number of the syscall the thread
 /// is blocked in, or `running` / `-1` when it is not in one.
-fn syscall_is_io_uring_enter(text: &str) -> bool {
-    text.split_whitespace()
+fn parse_syscall(text: &str) -> ThreadState {
+    match text
+        .split_whitespace()
         .next()
         .and_then(|n| n.parse::<i64>().ok())
-        == Some(libc::SYS_io_uring_enter)
+    {
+        Some(libc::SYS_io_uring_enter) => ThreadState::Parked,
+        Some(n) if n >= 0 => ThreadState::Blocked,
+        _ => ThreadState::Running,
+    }
 }
 
-/// The innermost frames of kshard's own code, as `function (file:line)`,
-/// innermost first; else the innermost frames of any code.
+/// Where a stall was, innermost first, as `function (file:line)`: the
+/// frame the signal interrupted, then the innermost frames of kshard's own
+/// code (or, with none, the next frames of any code).
 fn useful_frames(ips: &[usize]) -> Vec<String> {
     let mut all: Vec<(String, bool)> = Vec::new();
     for &ip in ips {
@@ -208,6 +264,10 @@ fn useful_frames(ips: &[usize]) -> Vec<String> {
                 .name()
                 .map(|n| format!("{n:#}"))
                 .unwrap_or_else(|| format!("{ip:#x}"));
+            if is_signal_frame(&name) {
+                all.clear(); // everything so far was the handler's
+                return;
+            }
             let ours = is_kshard_frame(&name);
             let at = match (symbol.filename(), symbol.lineno()) {
                 (Some(file), Some(line)) => {
@@ -218,17 +278,27 @@ fn useful_frames(ips: &[usize]) -> Vec<String> {
             all.push((format!("{name}{at}"), ours));
         });
     }
-    let ours: Vec<String> = all
-        .iter()
-        .filter(|(_, ours)| *ours)
+    let mut frames = all.iter();
+    let Some((innermost, _)) = frames.next() else {
+        return Vec::new();
+    };
+    let mut chosen = vec![innermost.clone()];
+    let ours: Vec<String> = frames
+        .clone()
+        .filter(|(_, o)| *o)
         .map(|(f, _)| f.clone())
         .collect();
-    let chosen = if ours.is_empty() {
-        all.into_iter().map(|(f, _)| f).collect()
+    if ours.is_empty() {
+        chosen.extend(frames.map(|(f, _)| f.clone()));
     } else {
-        ours
-    };
-    chosen.into_iter().take(FRAMES_MAX).collect()
+        chosen.extend(ours);
+    }
+    chosen.truncate(FRAMES_MAX);
+    chosen
+}
+
+fn is_signal_frame(name: &str) -> bool {
+    name.starts_with("signal_hook_registry::") || name.starts_with("__restore_rt")
 }
 
 fn is_kshard_frame(name: &str) -> bool {
@@ -254,14 +324,12 @@ mod tests {
     #[test]
     fn parked_is_io_uring_enter_only() {
         let n = libc::SYS_io_uring_enter;
-        assert!(syscall_is_io_uring_enter(&format!(
-            "{n} 0x5 0x0 0x1 0x1 0x0 0x8 0x7ffd 0x7f12\n"
-        )));
-        assert!(!syscall_is_io_uring_enter(
-            "230 0x1 0x0 0x7ffd 0x0 0x0 0x0 0x7ffd 0x7f12\n"
-        ));
-        assert!(!syscall_is_io_uring_enter("running\n"));
-        assert!(!syscall_is_io_uring_enter("-1 0x7ffd 0x55d0\n"));
+        let parked = parse_syscall(&format!("{n} 0x5 0x0 0x1 0x1 0x0 0x8 0x7ffd 0x7f12\n"));
+        assert_eq!(parked, ThreadState::Parked);
+        let sleeping = parse_syscall("230 0x1 0x0 0x7ffd 0x0 0x0 0x0 0x7ffd 0x7f12\n");
+        assert_eq!(sleeping, ThreadState::Blocked);
+        assert_eq!(parse_syscall("running\n"), ThreadState::Running);
+        assert_eq!(parse_syscall("-1 0x7ffd 0x55d0\n"), ThreadState::Running);
     }
 
     #[test]
