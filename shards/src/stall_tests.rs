@@ -52,7 +52,12 @@ fn a_blocking_task_is_a_stall() {
     }));
     assert_eq!(totals.count, 1, "{totals:?}");
     assert!(totals.worst_us >= 4 * THRESHOLD_MS * 1000, "{totals:?}");
-    assert!(totals.worst_us < 6 * THRESHOLD_MS * 1000, "{totals:?}");
+    // Not the whole test: the stall ends with the block (give or take a
+    // starved watchdog's late look on a loaded machine).
+    assert!(
+        totals.worst_us < (4 * THRESHOLD_MS + 500) * 1000,
+        "{totals:?}"
+    );
 }
 
 #[test]

@@ -221,7 +221,15 @@ impl Watchdog {
         } else {
             useful_frames(&ips).join(" <- ")
         };
-        log::warn!(
+        // A stall that is the OS's (the thread waited for a CPU) only at
+        // debug level: on a shared machine there are many.
+        let level = if task > self.settings.threshold {
+            log::Level::Warn
+        } else {
+            log::Level::Debug
+        };
+        log::log!(
+            level,
             "{STALL_LOG_PREFIX} shard={shard_id} stall_ms={:.1} runq_ms={:.1} task_ms={:.1} count={} worst_ms={:.1} at: {frames}",
             stall.as_secs_f64() * 1000.0,
             runq_wait.as_secs_f64() * 1000.0,
