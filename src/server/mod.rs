@@ -481,6 +481,8 @@ fn finish(broker: &Broker) -> Result<(), String> {
         // The registration goes now, not after the session timeout.
         c.close_session();
     }
+    // Closing the logs wrote producer snapshots whose fsyncs are queued.
+    kshard_shards::log::producer_state::wait_for_snapshot_syncs();
     let errors = broker.startup_errors.lock().expect("errors").clone();
     let entries = broker
         .final_checkpoints
