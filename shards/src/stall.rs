@@ -120,7 +120,7 @@ struct ShardSlot {
     /// Linux thread id (for /proc) and pthread id (to signal), 0 until the
     /// shard's thread registers.
     tid: AtomicI32,
-    pthread: AtomicU64,
+    pthread: AtomicUsize,
     capture_requested: AtomicBool,
     ips: [AtomicUsize; IPS_MAX],
     /// Set by the signal handler once `ips` hold the stack.
@@ -134,7 +134,7 @@ impl ShardSlot {
             run_seq: AtomicU64::new(0),
             run_started_ns: AtomicU64::new(now_ns()),
             tid: AtomicI32::new(0),
-            pthread: AtomicU64::new(0),
+            pthread: AtomicUsize::new(0),
             capture_requested: AtomicBool::new(false),
             ips: std::array::from_fn(|_| AtomicUsize::new(0)),
             ips_len: AtomicUsize::new(0),
@@ -204,7 +204,7 @@ impl StallDetector {
         let slot = &self.slots[shard_id];
         // SAFETY: gettid and pthread_self cannot fail.
         let (tid, pthread) = unsafe { (libc::gettid(), libc::pthread_self()) };
-        slot.pthread.store(pthread as u64, Ordering::Relaxed);
+        slot.pthread.store(pthread as usize, Ordering::Relaxed);
         slot.tid.store(tid, Ordering::Release);
         // The slot outlives the thread's use of it: the detector (and so
         // the Arc) is dropped only after every shard's thread has joined.
