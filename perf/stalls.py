@@ -97,7 +97,7 @@ def admin(bootstrap):
 
 def create_topic(a, topic, partitions, config=None, assignment=None):
     from confluent_kafka.admin import NewTopic
-    nt = (NewTopic(topic, num_partitions=-1, replication_factor=-1, replica_assignment=assignment,
+    nt = (NewTopic(topic, num_partitions=len(assignment), replication_factor=-1, replica_assignment=assignment,
                    config=config or {}) if assignment else
           NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {}))
     a.create_topics([nt], operation_timeout=120, request_timeout=300)[topic].result(600)
