@@ -64,8 +64,9 @@ class Stalls:
                                    "at": m.group(5)[:400]})
         counted = [s for s in stalls if s["task_ms"] > THRESHOLD_MS and (where is None or where in s["at"])]
         worst = max(counted, key=lambda s: s["task_ms"], default=None)
+        top = sorted(counted, key=lambda s: -s["task_ms"])[:10]
         return {"worst_ms": worst["task_ms"] if worst else 0.0, "count": len(counted), "worst": worst,
-                "os_preempted": len(stalls) - len(counted)}
+                "top": top, "os_preempted": len(stalls) - len(counted)}
 
 
 class Single:
