@@ -193,6 +193,10 @@ def w_producers(root, producers=10_000):
 
 
 def w_leader_isr(root, partitions=1000):
+    """Counts broker 1 (taking leadership of all partitions, then giving it
+    back) and broker 2 once restarted (following, then leading again);
+    broker 2's own shutdown (closing 1,000 logs) is reported apart."""
+    root.mkdir(parents=True, exist_ok=True)
     zk_server = cl.ZooKeeperServer()
     zk_server.start()
     zk = zk_server.client()
@@ -205,14 +209,22 @@ def w_leader_isr(root, partitions=1000):
         led_by = lambda bid: sum(1 for p in range(partitions)  # noqa: E731
                                  if (c.partition_state("lai", p) or {}).get("leader") == bid)
         cl.wait_for(lambda: led_by(2) == partitions, 300, "broker 2 leading all", 1.0)
-        s = Stalls([b1.log_path, b2.log_path])
+        s1, s2_stop = Stalls([b1.log_path]), Stalls([b2.log_path])
         t0 = time.monotonic()
         b2.stop()
-        moved_s = time.monotonic() - t0
+        stop_s = time.monotonic() - t0
+        shutdown = s2_stop.result()
+        s2 = Stalls([b2.log_path])
         b2.start()
         cl.wait_for(lambda: led_by(2) == partitions, 600, "leadership back on broker 2", 1.0)
         time.sleep(2)
-        return {**s.result(), "stop_s": moved_s, "restart_and_back_s": time.monotonic() - t0}
+        r1, r2 = s1.result(), s2.result()
+        for b in (b1, b2):
+            shutil.copy(b.log_path, root / f"{b.name}.log")
+        return {"worst_ms": max(r1["worst_ms"], r2["worst_ms"]), "count": r1["count"] + r2["count"],
+                "worst": max((r1["worst"], r2["worst"]), key=lambda w: w["task_ms"] if w else -1),
+                "broker1": r1, "broker2_restarted": r2, "broker2_shutdown": shutdown,
+                "stop_s": stop_s, "restart_and_back_s": time.monotonic() - t0}
     finally:
         c.cleanup()
         zk.stop()
