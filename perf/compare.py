@@ -271,6 +271,28 @@ class Broker:
             self.zk.stop()
 
 
+# kshard's stall detector (shard.stall.threshold.ms, default 10): one line
+# per stall; task_ms leaves out the time the shard's thread waited for a CPU.
+STALL_RE = re.compile(r"shard stall: shard=\d+ stall_ms=[\d.]+ runq_ms=[\d.]+ task_ms=([\d.]+)")
+
+
+def log_size(b):
+    return b.proc.log_path.stat().st_size if b.io_mode else 0
+
+
+def worst_stall(b, since, name):
+    """The worst shard stall and the stall count in kshard's log after
+    byte `since` (nothing for Kafka)."""
+    if not b.io_mode:
+        return {}
+    with open(b.proc.log_path, "rb") as f:
+        f.seek(since)
+        stalls = [float(m.group(1)) for m in STALL_RE.finditer(f.read().decode(errors="replace"))]
+    threshold_ms = 10.0
+    counted = [s for s in stalls if s > threshold_ms]
+    return {f"{name}_stall_worst_ms": max(counted, default=0.0), f"{name}_stalls": len(counted)}
+
+
 def perf(bins, args, timeout_s):
     """Runs kshard-perf with --json; returns the parsed summary."""
     cmd = [str(bins["kshard-perf"])] + args + ["--json"]
@@ -463,12 +485,14 @@ def run(args):
                 others = [b for n, b in brokers.items() if n != k]
                 for b in others:
                     b.freeze()
+                since = log_size(brokers[k])
                 try:
                     fig[k].update(fn(bins, cp, brokers[k], D, args))
                 except Exception as e:
                     log(f"  {name} on {k} failed: {e}")
                     fig[k][f"{name}_error"] = str(e)[:300]
                 finally:
+                    fig[k].update(worst_stall(brokers[k], since, name))
                     for b in others:
                         b.thaw()
         for k in brokers:
@@ -669,6 +693,11 @@ def report(results, args):
     for k, e in errors.items():
         for n, v in e.items():
             print(f"  {k} {n}: {v}")
+    for k in others:
+        stalls = {n[:-len("_stall_worst_ms")]: v for n, v in fig[k].items() if n.endswith("_stall_worst_ms")}
+        if stalls:
+            print(f"  {k} worst shard stall (ms, over 10 ms): " + ", ".join(
+                f"{n} {v:.1f} ({fig[k][n + '_stalls']} stalls)" for n, v in stalls.items()))
     print(f"  load average at start {results['machine']['load_avg_at_start']}, "
           f"at end {results['machine']['load_avg_at_end']} on {results['machine']['cpus']} cpus")
     out = Path(args.out)

@@ -1,5 +1,6 @@
 //! kshard's per-core engine: shard executors pinned to cores, the cross-shard
-//! mailbox, the hierarchical timing wheel and purgatory, and the segment log.
+//! mailbox, the hierarchical timing wheel and purgatory, the segment log, and the
+//! stall detector.
 //! Nothing in this crate knows the Kafka request protocol.
 
 pub mod log;
@@ -7,4 +8,5 @@ pub mod mailbox;
 pub mod oneshot;
 pub mod placement;
 pub mod shard;
+pub mod stall;
 pub mod timer;

@@ -305,7 +305,7 @@ mod tests {
                 }
             }
         };
-        crate::shard::run_shards(2, false, crate::shard::MIN_IO_MEMORY_BYTES, body).unwrap();
+        crate::shard::run_shards(2, false, crate::shard::MIN_IO_MEMORY_BYTES, None, body).unwrap();
         assert_eq!(answered.load(Ordering::Relaxed), 2 * TASKS * CALLS_PER_TASK);
     }
 }

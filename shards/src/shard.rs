@@ -1,8 +1,11 @@
 //! Shard executors: one glommio `LocalExecutor` per shard, pinned to a core.
 
 use std::io;
+use std::sync::Arc;
 
 use glommio::{LocalExecutorBuilder, Placement};
+
+use crate::stall::{StallDetector, StallSettings};
 
 /// The CPUs this process may run on, in order (sched_getaffinity via core_affinity).
 pub fn available_cores() -> Vec<usize> {
@@ -26,11 +29,13 @@ pub const MIN_IO_MEMORY_BYTES: usize = 64 * 1024;
 
 /// Starts `nr_shards` executors, shard i pinned to the i-th available core
 /// (wrapping when there are more shards than cores), each running `body(i)`
-/// with an I/O arena of `io_memory_bytes`, and waits for all of them.
+/// with an I/O arena of `io_memory_bytes` and, with `stall` set, a stall
+/// detector; waits for all of them (the detector then logs its totals).
 pub fn run_shards<F, Fut>(
     nr_shards: usize,
     pin: bool,
     io_memory_bytes: usize,
+    stall: Option<StallSettings>,
     body: F,
 ) -> io::Result<()>
 where
@@ -39,6 +44,10 @@ where
 {
     assert!(nr_shards >= 1);
     let cores = available_cores();
+    let detector = match stall {
+        Some(settings) => Some(Arc::new(StallDetector::start(settings, nr_shards)?)),
+        None => None,
+    };
     let mut handles = Vec::with_capacity(nr_shards);
     for shard_id in 0..nr_shards {
         let placement = if pin {
@@ -47,10 +56,20 @@ where
             Placement::Unbound
         };
         let body = body.clone();
-        let handle = LocalExecutorBuilder::new(placement)
+        let mut builder = LocalExecutorBuilder::new(placement)
             .name(&format!("shard-{shard_id}"))
-            .io_memory(io_memory_bytes.max(MIN_IO_MEMORY_BYTES))
-            .spawn(move || body(shard_id))
+            .io_memory(io_memory_bytes.max(MIN_IO_MEMORY_BYTES));
+        if let Some(detector) = &detector {
+            builder = detector.configure(builder, shard_id);
+        }
+        let detector = detector.clone();
+        let handle = builder
+            .spawn(move || {
+                if let Some(detector) = detector {
+                    detector.register_current_thread(shard_id);
+                }
+                body(shard_id)
+            })
             .map_err(|e| io::Error::other(format!("starting shard {shard_id}: {e}")))?;
         handles.push(handle);
     }

@@ -107,6 +107,7 @@ pub static KSHARD_BROKER_DEFS: &[ConfigDef] = &[
     def("log.io.mode", T::String, Some("buffered"), V::OneOf(&["direct", "buffered"]), false, "kshard: segment I/O through the page cache (buffered) or with O_DIRECT (direct)."),
     def("num.shards", T::Int, None, V::AtLeast(1), false, "kshard: shard executors; default the CPUs the process may use."),
     def("shard.core.offset", T::Int, Some("0"), V::AtLeast(0), false, "kshard: first CPU index shards are pinned to."),
+    def("shard.stall.threshold.ms", T::Long, Some("10"), V::AtLeast(0), false, "kshard: a shard not polling for longer than this is a stall, logged with its stack and counted; 0 turns the detector off. The shards' preemption slice is half of it."),
 ];
 
 /// Topic keys, sorted by name. Defaults shown here apply when the broker

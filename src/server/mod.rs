@@ -20,6 +20,7 @@ use glommio::net::TcpListener;
 use glommio::Task;
 
 use kshard_shards::mailbox::MailboxBuilder;
+use kshard_shards::stall::StallSettings;
 
 use crate::admin::embedded::EmbeddedAdmin;
 use crate::cluster::ClusterHandle;
@@ -176,7 +177,8 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         let broker = broker.clone();
         move |shard_id: usize| run_shard(broker.clone(), shard_id)
     };
-    kshard_shards::shard::run_shards(broker.nr_shards, true, io_memory_bytes, body)
+    let stall = StallSettings::from_threshold_ms(broker.config.shard_stall_threshold_ms);
+    kshard_shards::shard::run_shards(broker.nr_shards, true, io_memory_bytes, stall, body)
         .map_err(|e| e.to_string())?;
     finish(&broker)
 }
@@ -479,6 +481,8 @@ fn finish(broker: &Broker) -> Result<(), String> {
         // The registration goes now, not after the session timeout.
         c.close_session();
     }
+    // Closing the logs wrote producer snapshots whose fsyncs are queued.
+    kshard_shards::log::producer_state::wait_for_snapshot_syncs();
     let errors = broker.startup_errors.lock().expect("errors").clone();
     let entries = broker
         .final_checkpoints

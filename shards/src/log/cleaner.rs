@@ -337,7 +337,8 @@ impl LogCleaner {
         loop {
             match self.step(log, last_data_offset_of, now_ms)? {
                 Step::Done(stats) => return Ok(Some(stats)),
-                Step::InProgress => {}
+                // Perhaps a group's fsync still running (`start_sync`).
+                Step::InProgress => std::thread::sleep(std::time::Duration::from_micros(100)),
                 Step::Idle => return Ok(None),
             }
         }
@@ -393,6 +394,19 @@ impl LogCleaner {
                         *group = Some(Box::new(GroupWriter::create(log, bases)?));
                     }
                     let g = group.as_mut().expect("just set");
+                    if let Some(sync) = &g.sync {
+                        if !sync.is_finished() {
+                            // The group's fsyncs run off the shard; look
+                            // again next step.
+                            return Ok(Step::InProgress);
+                        }
+                        let g = group.take().expect("in progress");
+                        let last = *g.bases.last().expect("non-empty group");
+                        *next_base = last + 1;
+                        pass.stats.groups += 1;
+                        g.swap_in(log, now_ms)?;
+                        continue;
+                    }
                     let ctx = FilterContext {
                         map,
                         map_latest_offset: map.latest_offset(),
@@ -410,11 +424,7 @@ impl LogCleaner {
                         &mut pass.min_horizon_ms,
                     )?;
                     if finished {
-                        let g = group.take().expect("in progress");
-                        let last = *g.bases.last().expect("non-empty group");
-                        *next_base = last + 1;
-                        pass.stats.groups += 1;
-                        g.swap_in(log, now_ms)?;
+                        g.start_sync()?;
                     }
                 }
             }
@@ -576,6 +586,9 @@ struct GroupWriter {
     index_interval_bytes: u64,
     max_timestamp: i64,
     offset_of_max_timestamp: i64,
+    /// The fsync of the written files, on a thread of its own: on the
+    /// shard it stalls it (tens of ms per group under write load).
+    sync: Option<std::thread::JoinHandle<io::Result<()>>>,
 }
 
 impl GroupWriter {
@@ -601,6 +614,7 @@ impl GroupWriter {
             index_interval_bytes: log.config().index_interval_bytes as u64,
             max_timestamp: batch::NO_TIMESTAMP,
             offset_of_max_timestamp: base,
+            sync: None,
         })
     }
 
@@ -687,16 +701,38 @@ impl GroupWriter {
         Ok(self.seg_idx >= self.bases.len())
     }
 
-    /// Commits the group (see the module doc) and swaps the segments of
-    /// `log` in memory.
-    fn swap_in(mut self, log: &mut Log, now_ms: i64) -> io::Result<()> {
+    /// Writes what the indexes hold back and starts the fsync of the
+    /// group's three files (by path: nothing else opens them) on a thread.
+    fn start_sync(&mut self) -> io::Result<()> {
+        assert!(self.sync.is_none(), "one sync per group");
         if self.max_timestamp >= 0 {
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true);
         }
-        self.offset_index.sync()?;
-        self.time_index.sync()?;
-        self.log.sync_data()?;
+        self.offset_index.flush_pending()?;
+        self.time_index.flush_pending()?;
+        let base = self.bases[0];
+        let paths: Vec<PathBuf> = [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX]
+            .iter()
+            .map(|suffix| suffixed(&self.dir, base, suffix, CLEANED_SUFFIX))
+            .collect();
+        let sync = std::thread::Builder::new()
+            .name("cleaner-sync".into())
+            .spawn(move || {
+                paths
+                    .iter()
+                    .try_for_each(|p| std::fs::File::open(p)?.sync_data())
+            })?;
+        self.sync = Some(sync);
+        Ok(())
+    }
+
+    /// Commits the group (see the module doc) once its files are synced
+    /// (`start_sync`) and swaps the segments of `log` in memory.
+    fn swap_in(mut self, log: &mut Log, now_ms: i64) -> io::Result<()> {
+        let sync = self.sync.take().expect("start_sync first");
+        sync.join()
+            .map_err(|_| other("the cleaner's sync thread panicked".into()))??;
         let (dir, base) = (self.dir.clone(), self.bases[0]);
         for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX] {
             rename(
