@@ -137,7 +137,7 @@ impl EmbeddedAdmin {
                     }
                 })
                 .collect();
-            image = image.with_topic(TopicInfo {
+            image.insert_topic(TopicInfo {
                 name: name.clone(),
                 topic_id,
                 partitions,

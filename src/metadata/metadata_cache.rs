@@ -58,19 +58,27 @@ impl MetadataImage {
             .get(id)
             .and_then(|n| self.topics.get(n))
     }
+    /// A copy with `topic` added or replaced: O(topics), so a change of
+    /// many topics goes through `insert_topic` on one copy instead.
     pub fn with_topic(&self, topic: TopicInfo) -> MetadataImage {
         let mut next = self.clone();
-        next.topic_names_by_id
-            .insert(topic.topic_id, topic.name.clone());
-        next.topics.insert(topic.name.clone(), Arc::new(topic));
+        next.insert_topic(topic);
         next
     }
     pub fn without_topic(&self, name: &str) -> MetadataImage {
         let mut next = self.clone();
-        if let Some(t) = next.topics.remove(name) {
-            next.topic_names_by_id.remove(&t.topic_id);
-        }
+        next.remove_topic(name);
         next
+    }
+    pub fn insert_topic(&mut self, topic: TopicInfo) {
+        self.topic_names_by_id
+            .insert(topic.topic_id, topic.name.clone());
+        self.topics.insert(topic.name.clone(), Arc::new(topic));
+    }
+    pub fn remove_topic(&mut self, name: &str) {
+        if let Some(t) = self.topics.remove(name) {
+            self.topic_names_by_id.remove(&t.topic_id);
+        }
     }
 }
 
