@@ -105,7 +105,7 @@ fn run_calls(calls: u64, in_flight: u64) -> Measured {
             }
         }
     };
-    run_shards(2, true, MIN_IO_MEMORY_BYTES, body).expect("shards");
+    run_shards(2, true, MIN_IO_MEMORY_BYTES, None, body).expect("shards");
     let m = *measured.lock().unwrap();
     m
 }
@@ -131,7 +131,7 @@ fn run_local(calls: u64) -> Measured {
             }
         }
     };
-    run_shards(1, true, MIN_IO_MEMORY_BYTES, body).expect("shard");
+    run_shards(1, true, MIN_IO_MEMORY_BYTES, None, body).expect("shard");
     let m = *measured.lock().unwrap();
     m
 }

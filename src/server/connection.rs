@@ -169,7 +169,11 @@ fn reserve_frame(buf: &mut BytesMut, incoming: &[u8], max_request_bytes: usize) 
     }
     let mut prefix = [0u8; 4];
     for (i, byte) in prefix.iter_mut().enumerate() {
-        *byte = if i < buf.len() { buf[i] } else { incoming[i - buf.len()] };
+        *byte = if i < buf.len() {
+            buf[i]
+        } else {
+            incoming[i - buf.len()]
+        };
     }
     let size = i32::from_be_bytes(prefix);
     if size < 0 || size as usize > max_request_bytes {
@@ -448,6 +452,10 @@ mod tests {
         }
         let mut buf = BytesMut::new();
         reserve_frame(&mut buf, &frame_start(10, 10), 100 << 20);
-        assert_eq!(buf.capacity(), 0, "a frame that arrived whole needs no reservation");
+        assert_eq!(
+            buf.capacity(),
+            0,
+            "a frame that arrived whole needs no reservation"
+        );
     }
 }
