@@ -195,6 +195,11 @@ fn prepare_log_dir(config: &BrokerConfig) -> Result<PathBuf, String> {
     }
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("log.dirs {}: {e}", log_dir.display()))?;
+    let leftovers = kshard_shards::log::log_deleter::delete_leftover_logs(&log_dir)
+        .map_err(|e| format!("log.dirs {}: {e}", log_dir.display()))?;
+    if leftovers > 0 {
+        log::info!("deleting {leftovers} log directories an earlier run had deleted");
+    }
     Ok(log_dir)
 }
 

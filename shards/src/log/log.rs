@@ -766,11 +766,12 @@ impl Log {
         self.flush()
     }
 
-    /// Deletes the whole partition directory.
+    /// Deletes the whole partition directory: renamed away at once, its
+    /// files unlinked off the shard (see `log_deleter`).
     pub fn delete(self) -> io::Result<()> {
         let dir = self.dir.clone();
         drop(self);
-        std::fs::remove_dir_all(dir)
+        super::log_deleter::delete_log_dir(&dir)
     }
 
     /// All segments, oldest first; the last one is active.
