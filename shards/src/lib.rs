@@ -3,6 +3,7 @@
 //! stall detector.
 //! Nothing in this crate knows the Kafka request protocol.
 
+pub mod background;
 pub mod log;
 pub mod mailbox;
 pub mod oneshot;

@@ -12,8 +12,9 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::background::BackgroundQueue;
 
 /// Kafka's `LogFileUtils.DELETE_DIR_SUFFIX`.
 pub const DELETE_DIR_SUFFIX: &str = "-delete";
@@ -25,7 +26,7 @@ const FILE_NAME_BYTES_MAX: usize = 255;
 pub fn delete_log_dir(dir: &Path) -> io::Result<()> {
     let doomed = doomed_name(dir);
     std::fs::rename(dir, &doomed)?;
-    deleter().queue(doomed);
+    queue_delete(doomed);
     Ok(())
 }
 
@@ -37,7 +38,7 @@ pub fn delete_leftover_logs(log_dir: &Path) -> io::Result<usize> {
         let entry = entry?;
         let name = entry.file_name();
         if is_doomed(&name) && entry.file_type()?.is_dir() {
-            deleter().queue(entry.path());
+            queue_delete(entry.path());
             queued += 1;
         }
     }
@@ -72,42 +73,16 @@ fn doomed_name(dir: &Path) -> PathBuf {
     dir.with_file_name(format!("{}.{unique}{DELETE_DIR_SUFFIX}", &name[..cut]))
 }
 
-/// The thread that unlinks renamed log directories, started by the first.
-struct LogDeleter {
-    queue: Mutex<mpsc::Sender<PathBuf>>,
-}
+/// Renamed log directories are unlinked here, off the shards.
+static LOG_DELETES: BackgroundQueue = BackgroundQueue::new("log-delete");
 
-impl LogDeleter {
-    fn queue(&self, doomed: PathBuf) {
-        self.queue
-            .lock()
-            .expect("log deleter queue")
-            .send(doomed)
-            .expect("the log deleter runs for the process");
-    }
-}
-
-fn deleter() -> &'static LogDeleter {
-    static DELETER: OnceLock<LogDeleter> = OnceLock::new();
-    DELETER.get_or_init(|| {
-        let (queue, doomed) = mpsc::channel::<PathBuf>();
-        std::thread::Builder::new()
-            .name("log-delete".into())
-            .spawn(move || {
-                for dir in doomed {
-                    match std::fs::remove_dir_all(&dir) {
-                        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                            log::warn!("deleting log directory {}: {e}", dir.display());
-                        }
-                        _ => {}
-                    }
-                }
-            })
-            .expect("starting the log deleter thread");
-        LogDeleter {
-            queue: Mutex::new(queue),
+fn queue_delete(doomed: PathBuf) {
+    LOG_DELETES.push(move || match std::fs::remove_dir_all(&doomed) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            log::warn!("deleting log directory {}: {e}", doomed.display());
         }
-    })
+        _ => {}
+    });
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Condvar, Mutex, OnceLock};
+
+use crate::background::BackgroundQueue;
 
 use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP};
 
@@ -322,7 +323,11 @@ impl ProducerStateManager {
         let tmp = path.with_extension("snapshot.tmp");
         File::create(&tmp)?.write_all(&buf)?;
         fs::rename(&tmp, &path)?;
-        snapshot_syncer().queue(path);
+        SNAPSHOT_SYNCS.push(move || {
+            if let Err(e) = sync_snapshot(&path) {
+                log::warn!("producer snapshot {}: fsync: {e}", path.display());
+            }
+        });
         Ok(())
     }
 
@@ -435,54 +440,8 @@ impl ProducerStateManager {
     }
 }
 
-/// The thread that fsyncs snapshots off the shards, and how many it has
-/// still to do.
-struct SnapshotSyncer {
-    queue: mpsc::Sender<PathBuf>,
-    pending: Mutex<u64>,
-    drained: Condvar,
-}
-
-impl SnapshotSyncer {
-    fn queue(&self, path: PathBuf) {
-        *self.pending.lock().expect("pending") += 1;
-        self.queue
-            .send(path)
-            .expect("the snapshot syncer runs for the process");
-    }
-
-    fn run(&self, paths: mpsc::Receiver<PathBuf>) {
-        for path in paths {
-            if let Err(e) = sync_snapshot(&path) {
-                log::warn!("producer snapshot {}: fsync: {e}", path.display());
-            }
-            let mut pending = self.pending.lock().expect("pending");
-            *pending -= 1;
-            if *pending == 0 {
-                self.drained.notify_all();
-            }
-        }
-    }
-}
-
-/// Started by the first snapshot; runs for the life of the process.
-static SYNCER: OnceLock<&'static SnapshotSyncer> = OnceLock::new();
-
-fn snapshot_syncer() -> &'static SnapshotSyncer {
-    SYNCER.get_or_init(|| {
-        let (queue, paths) = mpsc::channel();
-        let syncer: &'static SnapshotSyncer = Box::leak(Box::new(SnapshotSyncer {
-            queue,
-            pending: Mutex::new(0),
-            drained: Condvar::new(),
-        }));
-        std::thread::Builder::new()
-            .name("snapshot-sync".into())
-            .spawn(move || syncer.run(paths))
-            .expect("starting the snapshot syncer thread");
-        syncer
-    })
-}
+/// Snapshot fsyncs, off the shards.
+static SNAPSHOT_SYNCS: BackgroundQueue = BackgroundQueue::new("snapshot-sync");
 
 /// A snapshot deleted (log truncated or deleted) before its turn needs no
 /// fsync.
@@ -498,13 +457,7 @@ fn sync_snapshot(path: &Path) -> io::Result<()> {
 
 /// Waits until every snapshot written so far is fsynced (clean shutdown).
 pub fn wait_for_snapshot_syncs() {
-    let Some(syncer) = SYNCER.get() else {
-        return;
-    };
-    let mut pending = syncer.pending.lock().expect("pending");
-    while *pending > 0 {
-        pending = syncer.drained.wait(pending).expect("pending");
-    }
+    SNAPSHOT_SYNCS.wait_idle();
 }
 
 pub fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
@@ -756,7 +709,6 @@ mod tests {
         // Deleted before its fsync ran: not an error, nothing left queued.
         m.delete_snapshots_before(7).unwrap();
         wait_for_snapshot_syncs();
-        assert_eq!(*SYNCER.get().unwrap().pending.lock().unwrap(), 0);
         assert_eq!(m.snapshot_offsets().unwrap(), vec![7]);
         let file = dir.path().join("00000000000000000007.snapshot");
         assert!(read_snapshot(&file).is_ok());
