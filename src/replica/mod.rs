@@ -13,6 +13,7 @@ pub mod delayed_fetch;
 pub mod delayed_produce;
 mod direct_writer;
 pub mod fetcher;
+mod leader_epoch_sync;
 pub mod partition;
 pub mod partitions;
 pub mod parts;

@@ -357,17 +357,27 @@ impl ReplicaManager {
             .collect()
     }
 
-    /// Opens (creating if needed) this shard's logs of `topic`.
-    pub fn open_logs(&self, topic: &TopicInfo, partition_ids: &[i32]) {
-        for &p in partition_ids {
+    /// Opens (creating if needed) this shard's logs of `topic`; resolves
+    /// once their leader-epoch checkpoints are durable.
+    pub fn open_logs(
+        self: &Rc<Self>,
+        topic: Arc<TopicInfo>,
+        partition_ids: Vec<i32>,
+    ) -> LocalBoxFuture<()> {
+        for &p in &partition_ids {
             self.assert_owned(&topic.name, p);
         }
         let opened = self
             .partitions_mut()
-            .open_partitions(topic, partition_ids, now_ms() as i64);
+            .open_partitions(&topic, &partition_ids, now_ms() as i64);
         if let Err(e) = opened {
             log::error!("opening logs of {}: {e}", topic.name);
         }
+        let rm = self.clone();
+        Box::pin(async move {
+            // An error is logged and leaves the partitions refusing appends.
+            let _ = rm.sync_leader_epochs(&topic.name, &partition_ids).await;
+        })
     }
 
     pub fn update_topic_config(&self, topic: &TopicInfo) {
@@ -422,7 +432,9 @@ impl ReplicaManager {
             .iter()
             .map(|p| (topic.name.clone(), p.partition))
             .collect();
-        self.run_quiesced(ids, move |rm| {
+        let partition_ids: Vec<i32> = parts.iter().map(|p| p.partition).collect();
+        let topic_name = topic.name.clone();
+        let applied = self.run_quiesced(ids, move |rm| {
             let codes = rm.partitions_mut().become_leader_or_follower(
                 &topic,
                 &parts,
@@ -433,6 +445,20 @@ impl ReplicaManager {
             // Fetches and produces parked on partitions that changed role re-check.
             for p in &parts {
                 rm.on_high_watermark_advanced(&topic.name, p.partition);
+            }
+            codes
+        });
+        let rm = self.clone();
+        Box::pin(async move {
+            let mut codes = applied.await;
+            if rm
+                .sync_leader_epochs(&topic_name, &partition_ids)
+                .await
+                .is_err()
+            {
+                for code in codes.iter_mut().filter(|c| **c == errors::NONE) {
+                    *code = errors::KAFKA_STORAGE_ERROR;
+                }
             }
             codes
         })

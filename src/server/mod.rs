@@ -353,11 +353,13 @@ fn open_partitions(broker: &Broker, ctx: &KafkaApis) {
         if mine.is_empty() {
             continue;
         }
-        if let Err(e) =
-            ctx.replica_manager
-                .partitions_mut()
+        let opened = {
+            let mut partitions = ctx.replica_manager.partitions_mut();
+            partitions
                 .open_partitions(topic, &mine, now_ms() as i64)
-        {
+                .and_then(|()| partitions.sync_leader_epochs_now(&topic.name, &mine))
+        };
+        if let Err(e) = opened {
             broker.fail_startup(format!("opening {}: {e}", topic.name));
         }
     }
@@ -488,6 +490,7 @@ fn finish(broker: &Broker) -> Result<(), String> {
     }
     // Closing the logs wrote producer snapshots whose fsyncs are queued.
     kshard_shards::log::producer_state::wait_for_snapshot_syncs();
+    crate::replica::partition::leader_epoch_writes::wait_for_leader_epoch_writes();
     let errors = broker.startup_errors.lock().expect("errors").clone();
     let entries = broker
         .final_checkpoints

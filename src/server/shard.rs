@@ -153,8 +153,7 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             rm.offsets_for_leader_epoch(&parts),
         )),
         ShardRequest::OpenLogs { topic, partitions } => {
-            rm.open_logs(&topic, &partitions);
-            ready(ShardResponse::Done)
+            map(rm.open_logs(topic, partitions), |()| ShardResponse::Done)
         }
         ShardRequest::DeleteLogs { topic } => {
             let forget = forget_fetch_sessions(&apis);

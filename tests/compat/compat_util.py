@@ -2,6 +2,7 @@
 (matched by the Java client), a tiny hand-written Kafka wire encoder for the
 readiness probe and the malformed-input tests, and record verification."""
 
+import os
 import socket
 import struct
 import time
@@ -460,6 +461,10 @@ class _PyMember:
         }
         if o["assignor"] != "default":
             conf["partition.assignment.strategy"] = o["assignor"]
+        # KSHARD_RDK_DEBUG=cgrp,fetch: librdkafka's own debug contexts, to
+        # the host's stderr file.
+        if os.environ.get("KSHARD_RDK_DEBUG"):
+            conf["debug"] = os.environ["KSHARD_RDK_DEBUG"]
         c = Consumer(conf)
         c.subscribe(
             [o["topic"]],

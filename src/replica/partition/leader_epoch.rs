@@ -1,10 +1,19 @@
 //! `leader-epoch-checkpoint`: each leader epoch and the first offset written
 //! in it (KIP-101), Kafka's LeaderEpochFileCache. Text format:
 //! `0\n<count>\n<epoch> <start offset>\n...`, replaced atomically.
+//!
+//! Kafka fsyncs the file in `assign` before the epoch takes any record, so
+//! the checkpoint never misses an epoch a durable record belongs to. A
+//! leader's path here queues the write instead
+//! ([`LeaderEpochCache::assign_queued`], see `leader_epoch_writes`); the
+//! caller fences the partition's appends until the write is durable, so
+//! the order of Kafka's guarantee holds without the shard waiting.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+
+use super::leader_epoch_writes::{queue_write, wait_for_queued, write_now, QueuedWrite};
 
 pub const UNDEFINED_EPOCH: i32 = -1;
 pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
@@ -14,6 +23,8 @@ pub struct LeaderEpochCache {
     path: PathBuf,
     /// (epoch, start offset), both strictly increasing.
     entries: Vec<(i32, i64)>,
+    /// Writes queued by `assign_queued` and not yet taken by the caller.
+    queued_writes: Vec<QueuedWrite>,
 }
 
 fn parse(text: &str) -> Option<Vec<(i32, i64)>> {
@@ -35,6 +46,8 @@ fn parse(text: &str) -> Option<Vec<(i32, i64)>> {
 impl LeaderEpochCache {
     pub fn open(dir: &Path) -> io::Result<Self> {
         let path = dir.join(FILE_NAME);
+        // A reopened partition may still have writes of its file queued.
+        wait_for_queued(&path);
         let entries = match fs::read_to_string(&path) {
             Ok(text) => parse(&text).unwrap_or_else(|| {
                 log::warn!("{}: malformed, starting empty", path.display());
@@ -43,7 +56,11 @@ impl LeaderEpochCache {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
-        Ok(LeaderEpochCache { path, entries })
+        Ok(LeaderEpochCache {
+            path,
+            entries,
+            queued_writes: Vec::new(),
+        })
     }
 
     pub fn entries(&self) -> &[(i32, i64)] {
@@ -64,16 +81,52 @@ impl LeaderEpochCache {
             .unwrap_or(UNDEFINED_EPOCH)
     }
 
-    /// Records that `epoch` starts at `start_offset` (ignored unless newer).
+    /// Records that `epoch` starts at `start_offset` (ignored unless newer),
+    /// durably.
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> io::Result<()> {
+        if self.assign_in_memory(epoch, start_offset) {
+            self.write(true)?;
+        }
+        Ok(())
+    }
+
+    /// `assign`, the write queued: the caller must await
+    /// [`Self::take_queued_writes`] before the epoch takes a record.
+    pub fn assign_queued(&mut self, epoch: i32, start_offset: i64) -> io::Result<()> {
+        if self.assign_in_memory(epoch, start_offset) {
+            self.write(false)?;
+        }
+        Ok(())
+    }
+
+    /// Opening a log: drops epochs at or past its end (a truncated tail),
+    /// then records `epoch` at the end; one file write, queued as in
+    /// `assign_queued`.
+    pub fn reset_to_log_end_queued(&mut self, epoch: i32, log_end_offset: i64) -> io::Result<()> {
+        let before = self.entries.clone();
+        self.entries.retain(|&(_, start)| start < log_end_offset);
+        self.assign_in_memory(epoch, log_end_offset);
+        // Kafka drops an epoch that starts at the end, then assigns it again.
+        if self.entries != before {
+            self.write(false)?;
+        }
+        Ok(())
+    }
+
+    fn assign_in_memory(&mut self, epoch: i32, start_offset: i64) -> bool {
         if let Some(&(last_epoch, last_offset)) = self.entries.last() {
             if epoch <= last_epoch {
-                return Ok(());
+                return false;
             }
             debug_assert!(start_offset >= last_offset);
         }
         self.entries.push((epoch, start_offset));
-        self.write()
+        true
+    }
+
+    /// The writes queued since the last call; the caller awaits them.
+    pub fn take_queued_writes(&mut self) -> Vec<QueuedWrite> {
+        std::mem::take(&mut self.queued_writes)
     }
 
     /// Drops epochs that start at or after `end_offset` (log truncation).
@@ -81,7 +134,7 @@ impl LeaderEpochCache {
         let before = self.entries.len();
         self.entries.retain(|&(_, start)| start < end_offset);
         if self.entries.len() != before {
-            self.write()?;
+            self.write(true)?;
         }
         Ok(())
     }
@@ -107,16 +160,19 @@ impl LeaderEpochCache {
         }
     }
 
-    fn write(&self) -> io::Result<()> {
-        let tmp = self.path.with_extension("tmp");
+    /// Replaces the file durably: on this thread with `now`, else queued.
+    fn write(&mut self, now: bool) -> io::Result<()> {
         let mut text = format!("0\n{}\n", self.entries.len());
         for (epoch, offset) in &self.entries {
             text.push_str(&format!("{epoch} {offset}\n"));
         }
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &self.path)
+        if now {
+            write_now(&self.path, &text)
+        } else {
+            self.queued_writes
+                .push(queue_write(self.path.clone(), text));
+            Ok(())
+        }
     }
 }
 
@@ -145,5 +201,42 @@ mod tests {
         c.truncate_from_end(10).unwrap();
         assert_eq!(c.entries(), &[(0, 0)]);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn queued_writes_land_in_order_and_readers_wait_for_them() {
+        let dir = std::env::temp_dir().join(format!("kshard-lec-queued-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut c = LeaderEpochCache::open(&dir).unwrap();
+        c.assign(0, 0).unwrap();
+        assert!(c.take_queued_writes().is_empty(), "assign writes at once");
+        c.assign_queued(2, 10).unwrap();
+        c.assign_queued(1, 12).unwrap(); // older: ignored
+        c.assign_queued(3, 20).unwrap();
+        let writes = c.take_queued_writes();
+        assert_eq!(writes.len(), 2);
+        assert!(c.take_queued_writes().is_empty());
+        // Opening waits for the queued writes: it sees the last one.
+        assert_eq!(
+            LeaderEpochCache::open(&dir).unwrap().entries(),
+            &[(0, 0), (2, 10), (3, 20)]
+        );
+        for w in writes {
+            futures_lite::future::block_on(w).unwrap().unwrap();
+        }
+        // Reopening a log truncated to 10: epochs 2 and 3 go, 4 starts there.
+        c.reset_to_log_end_queued(4, 10).unwrap();
+        assert_eq!(c.entries(), &[(0, 0), (4, 10)]);
+        assert_eq!(c.take_queued_writes().len(), 1);
+        // Kafka drops an epoch starting at the end and assigns it again:
+        // the same entries, no write.
+        c.reset_to_log_end_queued(4, 10).unwrap();
+        assert!(c.take_queued_writes().is_empty());
+        // A partition deleted before its write's turn needs none.
+        c.assign_queued(5, 11).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        for w in c.take_queued_writes() {
+            futures_lite::future::block_on(w).unwrap().unwrap();
+        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod follower;
 pub mod leader;
 pub mod leader_epoch;
+pub mod leader_epoch_writes;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,10 @@ pub struct Partition {
     /// Produce answers NOT_LEADER_OR_FOLLOWER while set: a role change or
     /// close waits for the staged appends to land.
     pub appends_fenced: bool,
+    /// A write of the leader-epoch checkpoint is queued: produce answers
+    /// NOT_LEADER_OR_FOLLOWER until the batch of writes with this id is
+    /// durable (see `leader_epoch`'s module comment).
+    pub leader_epoch_sync_id: Option<u64>,
 }
 
 /// The log settings of a topic; `io_mode` is broker-wide (`log.io.mode`).
@@ -171,8 +176,7 @@ impl Partition {
             producer_state.load(log.log_start_offset(), log.log_end_offset(), now_ms)?;
         log.for_each_batch_from(replay_from, |h: &BatchHeader| producer_state.replay(h))?;
         let mut leader_epoch_cache = LeaderEpochCache::open(&dir)?;
-        leader_epoch_cache.truncate_from_end(log.log_end_offset())?;
-        leader_epoch_cache.assign(leader_epoch, log.log_end_offset())?;
+        leader_epoch_cache.reset_to_log_end_queued(leader_epoch, log.log_end_offset())?;
         let initial_hw = log.log_end_offset();
         Ok(Partition {
             topic: topic.to_string(),
@@ -190,11 +194,13 @@ impl Partition {
             io_mode,
             direct_writer_running: false,
             appends_fenced: false,
+            leader_epoch_sync_id: None,
         })
     }
 
     /// makeLeader / makeFollower: a new leader epoch from the controller.
-    /// A leader records where its epoch starts (KIP-101).
+    /// A leader records where its epoch starts (KIP-101); the checkpoint's
+    /// write is queued for the caller to await (`take_queued_writes`).
     pub fn become_leader_or_follower(
         &mut self,
         leader_epoch: i32,
@@ -205,9 +211,15 @@ impl Partition {
         self.is_leader = is_leader;
         if is_leader {
             self.leader_epoch_cache
-                .assign(leader_epoch, self.log.log_end_offset())?;
+                .assign_queued(leader_epoch, self.log.log_end_offset())?;
         }
         Ok(())
+    }
+
+    /// Whether produce may append: leading, no role change draining staged
+    /// appends, the leader epoch durable.
+    pub fn accepts_appends(&self) -> bool {
+        self.is_leader && !self.appends_fenced && self.leader_epoch_sync_id.is_none()
     }
 
     pub fn set_config(&mut self, config: Arc<TopicConfig>) {

@@ -52,6 +52,8 @@ pub struct Partitions {
     alter_isr_queue: Vec<crate::replica::partition::leader::AlterIsr>,
     /// The broker is shutting down: delayed operations complete at once.
     closing: bool,
+    /// The id of the next batch of leader-epoch checkpoint fsyncs.
+    next_leader_epoch_sync_id: u64,
 }
 
 /// Kafka's `log.cleaner.backoff.ms` default.
@@ -68,6 +70,8 @@ fn read_cleaner_offsets(log_dir: &std::path::Path) -> HashMap<(String, i32), i64
     }
 }
 
+mod leader_epoch_sync;
+pub use leader_epoch_sync::{dropped_write, LeaderEpochSync};
 mod roles;
 
 fn read_high_watermarks(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
@@ -114,6 +118,7 @@ impl Partitions {
             replica_lag_time_max_ms: 30_000,
             alter_isr_queue: Vec::new(),
             closing: false,
+            next_leader_epoch_sync_id: 1,
         }
     }
 
@@ -283,7 +288,7 @@ impl Partitions {
             .get_mut(part.topic.as_str())
             .and_then(|t| t.get_mut(&part.partition));
         let partition = match found {
-            Some(p) if p.is_leader && !p.appends_fenced => p,
+            Some(p) if p.accepts_appends() => p,
             other => {
                 return ProducePartResult::failed(if other.is_some() {
                     errors::NOT_LEADER_OR_FOLLOWER

@@ -1,0 +1,152 @@
+//! Kafka writes the leader-epoch checkpoint durably inside `assign`, on a
+//! request thread; here a request's writes are queued to the checkpoint
+//! writer thread (`partition::leader_epoch_writes`) and awaited while the
+//! shard serves on, their partitions' appends fenced until then.
+
+use std::io;
+use std::rc::Rc;
+
+use super::partitions::{dropped_write, LeaderEpochSync};
+use super::ReplicaManager;
+
+impl ReplicaManager {
+    /// Awaits the leader-epoch checkpoint writes that opening or leading
+    /// `topic`'s partitions `ids` queued; their appends stay fenced until
+    /// then, and for good if a write fails (Kafka takes the log directory
+    /// offline).
+    pub(super) async fn sync_leader_epochs(
+        self: &Rc<Self>,
+        topic: &str,
+        ids: &[i32],
+    ) -> io::Result<()> {
+        let batch = self
+            .partitions_mut()
+            .take_unsynced_leader_epochs(topic, ids);
+        let Some(LeaderEpochSync { id, writes }) = batch else {
+            return Ok(());
+        };
+        let count = writes.len();
+        for write in writes {
+            if let Err(e) = write.await.map_err(|_| dropped_write()).and_then(|r| r) {
+                log::error!(
+                    "writing {count} leader-epoch checkpoints of {topic}: {e}; \
+                     their partitions refuse appends"
+                );
+                return Err(e);
+            }
+        }
+        self.partitions_mut().leader_epochs_synced(topic, ids, id);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use uuid::Uuid;
+
+    use crate::config::BrokerConfig;
+    use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
+    use crate::protocol::errors;
+    use crate::replica::partition::follower::test_support::{
+        batch, temp_dir, topic_config, NOW_MS,
+    };
+    use crate::replica::parts::{ProducePart, RoleChange};
+    use crate::replica::{ReplicaConfig, ReplicaManager};
+
+    fn produce(epoch: i32) -> ProducePart {
+        ProducePart {
+            topic: "t".into(),
+            partition: 0,
+            records: Bytes::from(batch(0, 2, epoch)),
+        }
+    }
+
+    #[test]
+    fn leading_fences_appends_until_the_epoch_checkpoint_is_durable() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let dir = temp_dir("epoch-sync");
+                let config = Arc::new(BrokerConfig::from_map(&BTreeMap::new()).unwrap());
+                let rm = Rc::new(ReplicaManager::new(ReplicaConfig {
+                    shard_id: 0,
+                    nr_shards: 1,
+                    broker_id: 1,
+                    log_dir: dir.clone(),
+                    startup_checkpoints: HashMap::new(),
+                    config,
+                    metadata: Arc::new(MetadataCache::new(Default::default())),
+                    cluster: None,
+                }));
+                let topic = Arc::new(TopicInfo {
+                    name: "t".into(),
+                    topic_id: Uuid::from_u128(7),
+                    partitions: Vec::new(),
+                    overrides: BTreeMap::new(),
+                    config: topic_config(&[]),
+                    is_internal: false,
+                });
+                let lead = RoleChange {
+                    partition: 0,
+                    leader: 1,
+                    leader_epoch: 3,
+                    replicas: vec![1],
+                    isr: vec![1],
+                    partition_epoch: 0,
+                };
+                let codes = rm
+                    .become_leader_or_follower(topic, vec![lead], Arc::new(Vec::new()))
+                    .await;
+                assert_eq!(codes, vec![errors::NONE]);
+                let checkpoint = dir.join("t-0").join("leader-epoch-checkpoint");
+                assert_eq!(
+                    std::fs::read_to_string(&checkpoint).unwrap(),
+                    "0\n2\n0 0\n3 0\n"
+                );
+                let (first, second) = {
+                    let mut ps = rm.partitions_mut();
+                    assert_eq!(
+                        ps.append(&produce(3), NOW_MS, false).error_code,
+                        errors::NONE
+                    );
+
+                    // A new epoch's checkpoint taken for syncing fences appends,
+                    // and a later batch keeps them fenced past the earlier one.
+                    let p = ps.partition_mut("t", 0).unwrap();
+                    p.become_leader_or_follower(4, true).unwrap();
+                    let first = ps.take_unsynced_leader_epochs("t", &[0]).unwrap();
+                    assert_eq!(first.writes.len(), 1);
+                    assert!(ps.take_unsynced_leader_epochs("t", &[0]).is_none());
+                    let refused = ps.append(&produce(4), NOW_MS, false).error_code;
+                    assert_eq!(refused, errors::NOT_LEADER_OR_FOLLOWER);
+                    let p = ps.partition_mut("t", 0).unwrap();
+                    p.become_leader_or_follower(5, true).unwrap();
+                    let second = ps.take_unsynced_leader_epochs("t", &[0]).unwrap();
+                    ps.leader_epochs_synced("t", &[0], first.id);
+                    let refused = ps.append(&produce(5), NOW_MS, false).error_code;
+                    assert_eq!(refused, errors::NOT_LEADER_OR_FOLLOWER);
+                    ps.leader_epochs_synced("t", &[0], second.id);
+                    assert_eq!(
+                        ps.append(&produce(5), NOW_MS, false).error_code,
+                        errors::NONE
+                    );
+                    (first, second)
+                };
+                for w in first.writes.into_iter().chain(second.writes) {
+                    w.await.unwrap().unwrap();
+                }
+                assert_eq!(
+                    std::fs::read_to_string(&checkpoint).unwrap(),
+                    "0\n4\n0 0\n3 0\n4 2\n5 2\n"
+                );
+                std::fs::remove_dir_all(&dir).unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}
