@@ -143,7 +143,7 @@ mod tests {
                     std::fs::read_to_string(&checkpoint).unwrap(),
                     "0\n4\n0 0\n3 0\n4 2\n5 2\n"
                 );
-                std::fs::remove_dir_all(&dir).unwrap();
+                crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
             })
             .unwrap()
             .join()

@@ -225,6 +225,6 @@ fn a_follower_replicates_a_cleaned_leader_and_stays_in_sync() {
     assert_eq!(fetch_once(&mut leader, &mut f, 2), Some(leo + 5));
     assert_eq!(f.log.log_end_offset(), leo + 7);
     for d in [dir, fdir, fdir3] {
-        std::fs::remove_dir_all(d).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&d);
     }
 }

@@ -218,6 +218,8 @@ impl FetcherTask {
                 self.delay_all(&sent, now_ms());
                 Vec::new()
             } else {
+                self.write_fetched_epochs(&manager, &sent, &response.partitions)
+                    .await;
                 self.apply_response(&manager, &sent, response.partitions)
             };
             drop(manager);
@@ -308,6 +310,53 @@ impl FetcherTask {
                 if state.generation == s.generation {
                     state.delay(now);
                 }
+            }
+        }
+    }
+
+    /// Kafka writes a fetched batch's new leader epoch durably before it
+    /// appends the batch, on its fetcher thread; here the writes of a whole
+    /// response run on the checkpoint writer thread while this task waits
+    /// and the shard serves on. A failed write is written again, on the
+    /// shard, by the append (which then reports the storage error).
+    async fn write_fetched_epochs(
+        &self,
+        manager: &ReplicaManager,
+        sent: &[Sent],
+        answered: &[(usize, super::protocol::FetchedPartition)],
+    ) {
+        let mut writes = Vec::new();
+        {
+            let mut rm = manager.partitions_mut();
+            for (i, data) in answered {
+                let r = &sent[*i].request;
+                let Some(records) = data.records.as_deref() else {
+                    continue;
+                };
+                if data.error_code != errors::NONE || data.diverging_epoch.is_some() {
+                    continue;
+                }
+                let Some(p) = follower_mut(&mut rm, &r.topic, r.partition) else {
+                    continue;
+                };
+                if p.log.log_end_offset() != r.fetch_offset
+                    || p.leader_epoch != r.current_leader_epoch
+                {
+                    continue;
+                }
+                // On an error the file is marked stale: the append retries.
+                if let Ok(queued) = p.queue_fetched_epochs(records) {
+                    writes.extend(queued.into_iter().map(|w| (*i, w)));
+                }
+            }
+        }
+        for (i, write) in writes {
+            if matches!(write.await, Ok(Ok(()))) {
+                continue;
+            }
+            let r = &sent[i].request;
+            if let Some(p) = follower_mut(&mut manager.partitions_mut(), &r.topic, r.partition) {
+                p.leader_epoch_cache.mark_file_stale();
             }
         }
     }

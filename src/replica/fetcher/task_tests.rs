@@ -207,7 +207,7 @@ fn fetcher_task_replicates_truncates_and_backs_off() {
             drop(seen);
             m.shutdown();
             drop(leader_task);
-            std::fs::remove_dir_all(&dir).unwrap();
+            crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
         })
         .unwrap()
         .join()
@@ -253,7 +253,7 @@ fn fetcher_reconnects_when_the_leader_comes_up() {
             assert_eq!(leo, 2);
             m.shutdown();
             drop(leader_task);
-            std::fs::remove_dir_all(&dir).unwrap();
+            crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
         })
         .unwrap()
         .join()

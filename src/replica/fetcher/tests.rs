@@ -479,7 +479,7 @@ fn fetched_data_is_appended_and_the_high_watermark_followed() {
         }
     ));
     assert_eq!(p.log.log_end_offset(), 2);
-    std::fs::remove_dir_all(&dir).unwrap();
+    crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
 }
 
 #[test]
@@ -494,7 +494,7 @@ fn out_of_range_resets_to_the_leader() {
     // Unclean election: the leader ends before this log does.
     assert_eq!(apply_out_of_range(&mut p, 2, 0, NOW_MS).unwrap(), 2);
     assert_eq!(p.leader_epoch_cache.entries(), &[(4, 0)]);
-    std::fs::remove_dir_all(&dir).unwrap();
+    crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
 
     // The leader's log starts beyond this one's end, below its first segment.
     let dir = temp_dir("oor-start");
@@ -504,7 +504,7 @@ fn out_of_range_resets_to_the_leader() {
         100,
         "below: fetch on"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+    crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
 }
 
 pub(super) fn followed(topic: &str, partition: i32, leader_epoch: i32) -> FollowedPartition {

@@ -10,6 +10,7 @@ use kshard_shards::log::LogAppendInfo;
 
 use crate::protocol::errors;
 use crate::replica::partition::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+use crate::replica::partition::leader_epoch_writes::QueuedWrite;
 use crate::replica::partition::{AppendError, Partition};
 
 fn corrupt(message: String) -> AppendError {
@@ -51,6 +52,13 @@ pub fn truncation_offset(
     } else {
         local_end_offset.min(leader_end_offset).min(log_end_offset)
     }
+}
+
+/// (leader epoch, base offset) of each batch in validated `records`.
+fn batch_epochs(records: &[u8]) -> impl Iterator<Item = (i32, i64)> + '_ {
+    BatchIter::new(records)
+        .flatten()
+        .map(|(_, h, _)| (h.partition_leader_epoch, h.base_offset))
 }
 
 impl Partition {
@@ -163,11 +171,17 @@ impl Partition {
         // accept: a compacted leader no longer has the offsets between. The
         // log appends the batches at their offsets.
 
-        // Epochs recorded at the log end offset have no batches (a
-        // leadership without writes); the fetched batches say what is there.
-        self.leader_epoch_cache
-            .truncate_from_end(self.log.log_end_offset())
-            .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
+        // Kafka records the batches' epochs before appending them. Usually
+        // the fetcher has written them already (`queue_fetched_epochs`).
+        let leo = self.log.log_end_offset();
+        if self
+            .leader_epoch_cache
+            .needs_follower_update(leo, batch_epochs(new))
+        {
+            self.leader_epoch_cache
+                .follower_update(leo, batch_epochs(new), true)
+                .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
+        }
         let rolled = match self.log.append_as_follower(new, &info, now_ms) {
             Ok(rolled) => rolled,
             Err(e) => return Err(self.storage_error("appending fetched records", &e)),
@@ -182,18 +196,30 @@ impl Partition {
             }
         }
         for (_, h, _) in BatchIter::new(new).flatten() {
-            if h.partition_leader_epoch >= 0
-                && h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch()
-            {
-                self.leader_epoch_cache
-                    .assign(h.partition_leader_epoch, h.base_offset)
-                    .map_err(|e| self.storage_error("writing the leader epoch checkpoint", &e))?;
-            }
             if h.has_producer_id() {
                 self.producer_state.update(&h, now_ms);
             }
         }
         Ok(Some(info))
+    }
+
+    /// Queues the leader-epoch checkpoint write that appending `records`
+    /// (a fetched partition's data) needs, so the fetcher awaits it off
+    /// the shard and `append_records_as_follower` then finds the epochs
+    /// recorded; no writes when nothing changes.
+    pub fn queue_fetched_epochs(&mut self, records: &[u8]) -> io::Result<Vec<QueuedWrite>> {
+        let leo = self.log.log_end_offset();
+        let fetched = |records| {
+            BatchIter::new(records)
+                .map_while(Result::ok)
+                .filter(move |(_, h, _)| h.last_offset() >= leo)
+                .map(|(_, h, _)| (h.partition_leader_epoch, h.base_offset))
+        };
+        let cache = &mut self.leader_epoch_cache;
+        if cache.needs_follower_update(leo, fetched(records)) {
+            cache.follower_update(leo, fetched(records), false)?;
+        }
+        Ok(cache.take_queued_writes())
     }
 
     /// Removes everything at and above `offset` (Kafka's `truncateTo`): the
@@ -320,6 +346,10 @@ pub(crate) mod test_support {
         )
         .unwrap();
         p.become_leader_or_follower(leader_epoch, false).unwrap();
+        // What the broker's LeaderAndIsr does with the open's checkpoint write.
+        for write in p.leader_epoch_cache.take_queued_writes() {
+            futures_lite::future::block_on(write).unwrap().unwrap();
+        }
         p
     }
 
@@ -412,7 +442,7 @@ mod tests {
         assert_eq!(producer.last_data_offset(), 5);
         // The high watermark is the fetcher's to set.
         assert_eq!(p.high_watermark(), 0);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     #[test]
@@ -459,7 +489,7 @@ mod tests {
             .unwrap();
         assert_eq!(info.last_offset, 7);
         assert_eq!(p.log.log_end_offset(), 8);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     #[test]
@@ -498,7 +528,7 @@ mod tests {
         );
         // A batch across the end of a non-empty log.
         check(&mut p, &batch(1, 3, 0), errors::UNKNOWN_SERVER_ERROR);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     /// A compacted leader's batches skip offsets: appended at their
@@ -562,7 +592,46 @@ mod tests {
             [(1, 7), (2, 20), (3, 30)]
         );
         assert_eq!(p.producer_state.last_entry(42).unwrap().last_seq(), 1);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
+    }
+
+    /// The fetcher's queued epoch write leaves the append nothing to write;
+    /// a failed one makes the append write again.
+    #[test]
+    fn fetched_epochs_are_written_before_the_append() {
+        let dir = temp_dir("fetched-epochs");
+        let mut p = follower_in(&dir, 0, 0, &[]);
+        p.append_records_as_follower(&batch(0, 2, 1), NOW_MS)
+            .ok()
+            .unwrap();
+        assert_eq!(p.leader_epoch_cache.entries(), &[(1, 0)]);
+        // Nothing new: no write queued.
+        let resend = concat(&[&batch(0, 2, 1), &batch(2, 1, 1)]);
+        assert!(p.queue_fetched_epochs(&resend).unwrap().is_empty());
+        let fetched = concat(&[&batch(0, 2, 1), &batch(2, 1, 1), &batch(3, 2, 4)]);
+        let writes = p.queue_fetched_epochs(&fetched).unwrap();
+        assert_eq!(writes.len(), 1);
+        for w in writes {
+            futures_lite::future::block_on(w).unwrap().unwrap();
+        }
+        let checkpoint = dir.join("t-0").join("leader-epoch-checkpoint");
+        let text = std::fs::read_to_string(&checkpoint).unwrap();
+        assert_eq!(text, "0\n2\n1 0\n4 3\n", "written before the append");
+        let leo = p.log.log_end_offset();
+        let epochs = [(1, 2), (4, 3)].into_iter();
+        assert!(!p.leader_epoch_cache.needs_follower_update(leo, epochs));
+        p.append_records_as_follower(&fetched, NOW_MS).ok().unwrap();
+        assert_eq!(p.log.log_end_offset(), 5);
+        assert_eq!(p.leader_epoch_cache.entries(), &[(1, 0), (4, 3)]);
+        // A failed queued write: the append writes the file itself.
+        std::fs::remove_file(&checkpoint).unwrap();
+        p.leader_epoch_cache.mark_file_stale();
+        p.append_records_as_follower(&batch(5, 1, 4), NOW_MS)
+            .ok()
+            .unwrap();
+        let text = std::fs::read_to_string(&checkpoint).unwrap();
+        assert_eq!(text, "0\n2\n1 0\n4 3\n");
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     /// A gap the active segment cannot index, and one at a size roll: the
@@ -595,7 +664,7 @@ mod tests {
         let r = p.read_for_follower(11, u32::MAX, true);
         let bytes = kshard_shards::log::read_slice_bytes(&r.slice.unwrap()).unwrap();
         assert_eq!(bytes, far_batch);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     /// One fetch never spans more offsets than a segment indexes (it reads
@@ -610,7 +679,7 @@ mod tests {
             Ok(_) => panic!("appended"),
         }
         assert_eq!((p.log.log_end_offset(), p.log.size_bytes()), (0, 0));
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     #[test]
@@ -647,7 +716,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((info.first_offset, p.log.log_end_offset()), (200, 202));
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     #[test]
@@ -684,7 +753,7 @@ mod tests {
         p.append_records_as_follower(&next, NOW_MS).ok().unwrap();
         assert_eq!(p.leader_epoch_cache.entries(), &[(3, 0), (6, 3)]);
         assert_eq!(p.log.log_end_offset(), 4);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     #[test]
@@ -704,7 +773,7 @@ mod tests {
         assert_eq!(p.log.log_end_offset(), 2);
         assert_eq!(p.leader_epoch_cache.entries()[0], (0, 0));
         assert_eq!(p.producer_state.last_entry(5).unwrap().last_seq(), 1);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     #[test]
@@ -720,7 +789,7 @@ mod tests {
         assert!(!p.maybe_increment_log_start_offset(2).unwrap());
         assert!(p.maybe_increment_log_start_offset(100).unwrap());
         assert_eq!(p.log.log_start_offset(), 6);
-        std::fs::remove_dir_all(&dir).unwrap();
+        crate::replica::partition::leader_epoch_writes::remove_test_dir(&dir);
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct LeaderEpochCache {
     entries: Vec<(i32, i64)>,
     /// Writes queued by `assign_queued` and not yet taken by the caller.
     queued_writes: Vec<QueuedWrite>,
+    /// The last write failed: the file may not hold `entries`.
+    file_stale: bool,
 }
 
 fn parse(text: &str) -> Option<Vec<(i32, i64)>> {
@@ -60,6 +62,7 @@ impl LeaderEpochCache {
             path,
             entries,
             queued_writes: Vec::new(),
+            file_stale: false,
         })
     }
 
@@ -127,6 +130,64 @@ impl LeaderEpochCache {
     /// The writes queued since the last call; the caller awaits them.
     pub fn take_queued_writes(&mut self) -> Vec<QueuedWrite> {
         std::mem::take(&mut self.queued_writes)
+    }
+
+    /// A follower about to append fetched batches, whose (epoch, base
+    /// offset) `batches` gives, at log end offset `leo`: whether the
+    /// checkpoint changes (see `follower_update`) or its last write failed.
+    pub fn needs_follower_update(
+        &self,
+        leo: i64,
+        batches: impl Iterator<Item = (i32, i64)>,
+    ) -> bool {
+        if self.file_stale {
+            return true;
+        }
+        // The update keeps the entries below `leo` and puts the batches'
+        // new epochs after them: a change unless those are already there.
+        let kept = self.entries.partition_point(|&(_, start)| start < leo);
+        let tail = &self.entries[kept..];
+        let mut latest = kept
+            .checked_sub(1)
+            .map_or(UNDEFINED_EPOCH, |i| self.entries[i].0);
+        let mut matched = 0;
+        for (epoch, base_offset) in batches {
+            if epoch > latest {
+                if tail.get(matched) != Some(&(epoch, base_offset)) {
+                    return true;
+                }
+                matched += 1;
+                latest = epoch;
+            }
+        }
+        matched != tail.len()
+    }
+
+    /// Kafka's follower append: epochs starting at or past `leo` go (they
+    /// have no batches; the fetched ones say what is there), then each
+    /// newer epoch starts at its first batch. One write, on this thread
+    /// with `now`, else queued (see `assign_queued`).
+    pub fn follower_update(
+        &mut self,
+        leo: i64,
+        batches: impl Iterator<Item = (i32, i64)>,
+        now: bool,
+    ) -> io::Result<()> {
+        self.entries.retain(|&(_, start)| start < leo);
+        for (epoch, base_offset) in batches {
+            if epoch >= 0 {
+                self.assign_in_memory(epoch, base_offset);
+            }
+        }
+        self.file_stale = false;
+        let written = self.write(now);
+        self.file_stale = written.is_err();
+        written
+    }
+
+    /// A queued write failed: the next follower append writes again.
+    pub fn mark_file_stale(&mut self) {
+        self.file_stale = true;
     }
 
     /// Drops epochs that start at or after `end_offset` (log truncation).

@@ -87,3 +87,11 @@ fn write_durably(path: &Path, text: &str) -> io::Result<()> {
         .expect("a checkpoint lives in a partition directory");
     fs::File::open(dir)?.sync_all()
 }
+
+/// Tests: removes a partition directory once no checkpoint write can still
+/// create a file in it.
+#[cfg(test)]
+pub fn remove_test_dir(dir: &Path) {
+    wait_for_leader_epoch_writes();
+    fs::remove_dir_all(dir).unwrap();
+}
