@@ -116,12 +116,24 @@ impl LeaderEpochCache {
         Ok(())
     }
 
+    /// A newer epoch starts at `start_offset`. Entries starting past it go
+    /// first, as Kafka's `maybeTruncateNonMonotonicEntries` drops them: a
+    /// follower records a fetched batch's epoch before the append, and may
+    /// become leader before the batch is appended.
     fn assign_in_memory(&mut self, epoch: i32, start_offset: i64) -> bool {
-        if let Some(&(last_epoch, last_offset)) = self.entries.last() {
-            if epoch <= last_epoch {
-                return false;
-            }
-            debug_assert!(start_offset >= last_offset);
+        if self
+            .entries
+            .last()
+            .is_some_and(|&(last_epoch, _)| epoch <= last_epoch)
+        {
+            return false;
+        }
+        while self
+            .entries
+            .last()
+            .is_some_and(|&(_, start)| start > start_offset)
+        {
+            self.entries.pop();
         }
         self.entries.push((epoch, start_offset));
         true
@@ -293,8 +305,13 @@ mod tests {
         // the same entries, no write.
         c.reset_to_log_end_queued(4, 10).unwrap();
         assert!(c.take_queued_writes().is_empty());
+        // An epoch recorded for batches never appended yields to a newer
+        // one starting below it.
+        c.assign_queued(6, 30).unwrap();
+        c.assign_queued(7, 12).unwrap();
+        assert_eq!(c.entries(), &[(0, 0), (4, 10), (7, 12)]);
         // A partition deleted before its write's turn needs none.
-        c.assign_queued(5, 11).unwrap();
+        c.assign_queued(8, 13).unwrap();
         fs::remove_dir_all(&dir).unwrap();
         for w in c.take_queued_writes() {
             futures_lite::future::block_on(w).unwrap().unwrap();
