@@ -19,9 +19,7 @@ impl ReplicaManager {
         topic: &str,
         ids: &[i32],
     ) -> io::Result<()> {
-        let batch = self
-            .partitions_mut()
-            .take_unsynced_leader_epochs(topic, ids);
+        let batch = self.partitions_mut().take_leader_epoch_writes(topic, ids);
         let Some(LeaderEpochSync { id, writes }) = batch else {
             return Ok(());
         };
@@ -118,14 +116,14 @@ mod tests {
                     // and a later batch keeps them fenced past the earlier one.
                     let p = ps.partition_mut("t", 0).unwrap();
                     p.become_leader_or_follower(4, true).unwrap();
-                    let first = ps.take_unsynced_leader_epochs("t", &[0]).unwrap();
+                    let first = ps.take_leader_epoch_writes("t", &[0]).unwrap();
                     assert_eq!(first.writes.len(), 1);
-                    assert!(ps.take_unsynced_leader_epochs("t", &[0]).is_none());
+                    assert!(ps.take_leader_epoch_writes("t", &[0]).is_none());
                     let refused = ps.append(&produce(4), NOW_MS, false).error_code;
                     assert_eq!(refused, errors::NOT_LEADER_OR_FOLLOWER);
                     let p = ps.partition_mut("t", 0).unwrap();
                     p.become_leader_or_follower(5, true).unwrap();
-                    let second = ps.take_unsynced_leader_epochs("t", &[0]).unwrap();
+                    let second = ps.take_leader_epoch_writes("t", &[0]).unwrap();
                     ps.leader_epochs_synced("t", &[0], first.id);
                     let refused = ps.append(&produce(5), NOW_MS, false).error_code;
                     assert_eq!(refused, errors::NOT_LEADER_OR_FOLLOWER);

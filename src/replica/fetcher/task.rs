@@ -139,6 +139,18 @@ fn follower_mut<'a>(
     rm.partition_mut(topic, partition).filter(|p| !p.is_leader)
 }
 
+/// The follower partition `r` fetched for, if it is still in the state it
+/// was fetched in: truncated, re-added, demoted or deleted while the fetch
+/// was in flight, the data is for a state that is gone.
+fn fetched_follower_mut<'a>(
+    rm: &'a mut crate::replica::Partitions,
+    r: &PartitionFetchRequest,
+) -> Option<&'a mut Partition> {
+    follower_mut(rm, &r.topic, r.partition).filter(|p| {
+        p.log.log_end_offset() == r.fetch_offset && p.leader_epoch == r.current_leader_epoch
+    })
+}
+
 impl FetcherTask {
     pub async fn run(self) {
         let mut stream: Option<TcpStream> = None;
@@ -336,14 +348,9 @@ impl FetcherTask {
                 if data.error_code != errors::NONE || data.diverging_epoch.is_some() {
                     continue;
                 }
-                let Some(p) = follower_mut(&mut rm, &r.topic, r.partition) else {
+                let Some(p) = fetched_follower_mut(&mut rm, r) else {
                     continue;
                 };
-                if p.log.log_end_offset() != r.fetch_offset
-                    || p.leader_epoch != r.current_leader_epoch
-                {
-                    continue;
-                }
                 // On an error the file is marked stale: the append retries.
                 if let Ok(queued) = p.queue_fetched_epochs(records) {
                     writes.extend(queued.into_iter().map(|w| (*i, w)));
@@ -385,16 +392,9 @@ impl FetcherTask {
                 if state.generation != s.generation {
                     continue;
                 }
-                // Truncated, re-added, demoted or deleted while in flight:
-                // the data is for a state that is gone.
-                let Some(p) = follower_mut(&mut rm, &r.topic, r.partition) else {
+                let Some(p) = fetched_follower_mut(&mut rm, r) else {
                     continue;
                 };
-                if p.log.log_end_offset() != r.fetch_offset
-                    || p.leader_epoch != r.current_leader_epoch
-                {
-                    continue;
-                }
                 match apply_fetched_partition(p, r.fetch_offset, &data, now as i64) {
                     FetchOutcome::Applied {
                         appended_bytes,

@@ -18,7 +18,7 @@ impl Partitions {
     /// partitions `ids` and fences their appends until
     /// `leader_epochs_synced` with the batch's id; None when nothing is
     /// queued.
-    pub fn take_unsynced_leader_epochs(
+    pub fn take_leader_epoch_writes(
         &mut self,
         topic: &str,
         ids: &[i32],
@@ -61,7 +61,7 @@ impl Partitions {
     /// Start-up, before the shard serves: waits for the opened logs'
     /// checkpoint writes on the spot.
     pub fn sync_leader_epochs_now(&mut self, topic: &str, ids: &[i32]) -> io::Result<()> {
-        let Some(batch) = self.take_unsynced_leader_epochs(topic, ids) else {
+        let Some(batch) = self.take_leader_epoch_writes(topic, ids) else {
             return Ok(());
         };
         for write in batch.writes {
