@@ -15,6 +15,13 @@ if ! command -v kcat >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null
 fi
 
+# gdb: the cluster suite prints every thread's stack of a broker that does
+# not become ready, so a start-up hang in CI says where it hangs.
+if ! command -v gdb >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gdb >/dev/null
+fi
+
 # Go builds franz-go's test binary: the toolchain in /usr/local/go if it is
 # not on PATH, else Debian's.
 if ! command -v go >/dev/null 2>&1; then

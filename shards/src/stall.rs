@@ -39,7 +39,8 @@ use glommio::{LocalExecutorBuilder, StallDetectionHandler, TaskQueueHandle};
 /// first). `stall_ms` is the time the shard did not poll, `runq_ms` the
 /// part of it its thread waited for a CPU (another process ran), `task_ms`
 /// the rest: the task's. `count` and `worst_ms` count task stalls (a
-/// `task_ms` over the threshold).
+/// `task_ms` over the threshold). A stall still going on after 2 s is also
+/// logged then, as `shard stall: shard=N ongoing_ms=F (still stalled) at:`.
 pub const STALL_LOG_PREFIX: &str = "shard stall:";
 /// Starts each shard's totals line, logged when the detector stops.
 pub const STALL_TOTALS_LOG_PREFIX: &str = "shard stall totals:";
@@ -47,6 +48,10 @@ pub const STALL_TOTALS_LOG_PREFIX: &str = "shard stall totals:";
 const IPS_MAX: usize = 64;
 /// The frames of kshard's own code a stall line shows.
 const FRAMES_MAX: usize = 8;
+/// A stall this long is logged while it goes on, not only when it ends: a
+/// shard stuck for good (a deadlock, a syscall that never returns) would
+/// otherwise never say where.
+const LONG_STALL: Duration = Duration::from_secs(2);
 /// The signal that asks a stalled shard for its stack.
 const CAPTURE_SIGNAL: i32 = libc::SIGUSR2;
 
@@ -83,6 +88,8 @@ impl StallSettings {
 pub struct StallStats {
     count: AtomicU64,
     worst_us: AtomicU64,
+    /// Stalls logged while still going on.
+    ongoing_logged: AtomicU64,
 }
 
 /// A snapshot of [`StallStats`].
@@ -213,6 +220,14 @@ impl StallDetector {
 
     pub fn totals(&self, shard_id: usize) -> StallTotals {
         self.slots[shard_id].stats.totals()
+    }
+
+    #[cfg(test)]
+    fn ongoing_logged(&self, shard_id: usize) -> u64 {
+        self.slots[shard_id]
+            .stats
+            .ongoing_logged
+            .load(Ordering::Relaxed)
     }
 }
 

@@ -15,6 +15,12 @@ type Work = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
 
 /// Runs `work` on a shard executor with a detector and returns its totals.
 fn totals_of(work: Work) -> StallTotals {
+    run_detected(work).totals(0)
+}
+
+/// Runs `work` on a shard executor with a detector, returned once the
+/// watchdog has seen the end of the last run.
+fn run_detected(work: Work) -> Arc<StallDetector> {
     let settings = StallSettings::from_threshold_ms(THRESHOLD_MS).expect("on");
     let detector = Arc::new(StallDetector::start(settings, 1).expect("detector"));
     let builder = LocalExecutorBuilder::new(Placement::Unbound).name("stall-test");
@@ -31,7 +37,7 @@ fn totals_of(work: Work) -> StallTotals {
     handle.join().expect("join");
     // Let the watchdog see the end of the last run.
     std::thread::sleep(3 * settings.tick());
-    detector.totals(0)
+    detector
 }
 
 fn busy_for(d: Duration) {
@@ -58,6 +64,19 @@ fn a_blocking_task_is_a_stall() {
         totals.worst_us < (4 * THRESHOLD_MS + 500) * 1000,
         "{totals:?}"
     );
+}
+
+#[test]
+fn a_long_stall_is_logged_while_it_lasts() {
+    let short = run_detected(Box::new(|| {
+        Box::pin(async { std::thread::sleep(Duration::from_millis(4 * THRESHOLD_MS)) })
+    }));
+    assert_eq!(short.ongoing_logged(0), 0);
+    let long = run_detected(Box::new(|| {
+        Box::pin(async { std::thread::sleep(LONG_STALL + Duration::from_millis(500)) })
+    }));
+    assert_eq!(long.ongoing_logged(0), 1);
+    assert_eq!(long.totals(0).count, 1);
 }
 
 #[test]

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{now_ns, ShardSlot, StallSettings, CAPTURE_SIGNAL, FRAMES_MAX, STALL_LOG_PREFIX};
+use super::{
+    now_ns, ShardSlot, StallSettings, CAPTURE_SIGNAL, FRAMES_MAX, LONG_STALL, STALL_LOG_PREFIX,
+};
 
 /// A shard thread's scheduling at a moment (`/proc/<tid>/schedstat`).
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +26,8 @@ struct Ongoing {
     run_started_ns: u64,
     /// The thread's scheduling at the last look before the run started.
     before: Option<SchedSample>,
+    /// Logged while still going on (see `LONG_STALL`).
+    logged_ongoing: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -148,6 +152,10 @@ impl Watchdog {
                     watch.idle_run_seq = Some(run_seq);
                 }
                 self.report(shard_id, &ongoing, end, sample);
+            } else if !ongoing.logged_ongoing
+                && now.saturating_sub(ongoing.run_started_ns) >= LONG_STALL.as_nanos() as u64
+            {
+                self.log_ongoing(shard_id, now);
             }
             return;
         }
@@ -190,7 +198,43 @@ impl Watchdog {
             run_seq,
             run_started_ns,
             before,
+            logged_ongoing: false,
         });
+    }
+
+    /// Logs a long stall that has not ended, with the stack its shard
+    /// captured (or that it captured none: it has not run its handler).
+    fn log_ongoing(&mut self, shard_id: usize, now_ns: u64) {
+        let ongoing = self.watches[shard_id]
+            .ongoing
+            .as_mut()
+            .expect("an ongoing stall");
+        ongoing.logged_ongoing = true;
+        self.slots[shard_id]
+            .stats
+            .ongoing_logged
+            .fetch_add(1, Ordering::Relaxed);
+        let stall = Duration::from_nanos(now_ns.saturating_sub(ongoing.run_started_ns));
+        let frames = match self.captured_ips(shard_id) {
+            ips if ips.is_empty() => {
+                "(no stack: the shard has not run its signal handler)".to_string()
+            }
+            ips => useful_frames(&ips).join(" <- "),
+        };
+        log::warn!(
+            "{STALL_LOG_PREFIX} shard={shard_id} ongoing_ms={:.1} (still stalled) at: {frames}",
+            stall.as_secs_f64() * 1000.0,
+        );
+    }
+
+    /// The instruction pointers the shard's handler stored, if it has.
+    fn captured_ips(&self, shard_id: usize) -> Vec<usize> {
+        let slot = &self.slots[shard_id];
+        let len = slot.ips_len.load(Ordering::Acquire);
+        slot.ips[..len]
+            .iter()
+            .map(|ip| ip.load(Ordering::Relaxed))
+            .collect()
     }
 
     fn report(&self, shard_id: usize, ongoing: &Ongoing, end_ns: u64, after: Option<SchedSample>) {
@@ -210,12 +254,9 @@ impl Watchdog {
         } else {
             slot.stats.totals()
         };
-        let len = slot.ips_len.swap(0, Ordering::Acquire);
+        let ips = self.captured_ips(shard_id);
+        slot.ips_len.store(0, Ordering::Relaxed);
         slot.capture_requested.store(false, Ordering::Relaxed);
-        let ips: Vec<usize> = slot.ips[..len]
-            .iter()
-            .map(|ip| ip.load(Ordering::Relaxed))
-            .collect();
         let frames = if ips.is_empty() {
             "(not captured: the stall ended first)".to_string()
         } else {

@@ -304,6 +304,21 @@ class Process:
         if self.running():
             self.proc.send_signal(signal.SIGCONT)
 
+    def thread_stacks(self):
+        """Every thread's stack (gdb), for a process that hangs; a note
+        saying why when there is none."""
+        if not self.running():
+            return f"(no stacks: {self.name} is not running)"
+        try:
+            out = subprocess.run(
+                ["gdb", "-p", str(self.proc.pid), "-batch", "-nx", "-ex", "thread apply all bt 40"],
+                capture_output=True, text=True, timeout=120,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"(no stacks of {self.name}: {e})"
+        threads = [l for l in out.stdout.splitlines() if l.startswith(("Thread ", "#"))]
+        return f"==== {self.name} threads (gdb) ====\n" + "\n".join(threads)
+
     def log_text(self, tail_lines=None):
         try:
             text = self.log_path.read_text(errors="replace")
@@ -468,7 +483,7 @@ class Broker(Process):
                 last = f"{type(e).__name__}: {e}"
             if time.monotonic() > deadline:
                 raise ClusterError(f"{self.name} (zookeeper.connect={self.cluster.zk_connect}) not ready in "
-                                   f"{timeout_s}s: {last}\n{self.log_text(tail_lines=80)}")
+                                   f"{timeout_s}s: {last}\n{self.log_text(tail_lines=80)}\n{self.thread_stacks()}")
             time.sleep(0.2)
 
     def wait_exit(self, timeout_s):
