@@ -14,6 +14,7 @@ pub mod delayed_produce;
 mod direct_writer;
 pub mod fetcher;
 mod leader_epoch_sync;
+mod log_create;
 pub mod partition;
 pub mod partitions;
 pub mod parts;

@@ -25,6 +25,7 @@ use kshard_shards::timer::purgatory::{DelayedOperation, Purgatory};
 use super::delayed_fetch::{DelayedFetch, FetchWaitState};
 use super::delayed_produce::{DelayedProduce, ProduceWait};
 use super::fetcher::{FollowedPartition, LeaderEndpoint, ReplicaFetcherManager};
+use super::partitions::PreparedLogs;
 use super::parts::*;
 use super::Partitions;
 use crate::cluster::ClusterHandle;
@@ -367,17 +368,29 @@ impl ReplicaManager {
         for &p in &partition_ids {
             self.assert_owned(&topic.name, p);
         }
-        let opened = self
-            .partitions_mut()
-            .open_partitions(&topic, &partition_ids, now_ms() as i64);
-        if let Err(e) = opened {
-            log::error!("opening logs of {}: {e}", topic.name);
+        let prepare = self.prepare_new_logs(&topic, &partition_ids);
+        if prepare.is_none() {
+            self.open_partitions_logged(&topic, &partition_ids, &mut PreparedLogs::new());
         }
         let rm = self.clone();
         Box::pin(async move {
+            if let Some(prepare) = prepare {
+                rm.open_partitions_logged(&topic, &partition_ids, &mut prepare.await);
+            }
             // An error is logged and leaves the partitions refusing appends.
             let _ = rm.sync_leader_epochs(&topic.name, &partition_ids).await;
         })
+    }
+
+    /// Opens `topic`'s partitions `ids`; an error is logged (the partitions
+    /// it left closed answer as absent).
+    fn open_partitions_logged(&self, topic: &TopicInfo, ids: &[i32], prepared: &mut PreparedLogs) {
+        let opened = self
+            .partitions_mut()
+            .open_partitions(topic, ids, now_ms() as i64, prepared);
+        if let Err(e) = opened {
+            log::error!("opening logs of {}: {e}", topic.name);
+        }
     }
 
     pub fn update_topic_config(&self, topic: &TopicInfo) {
@@ -434,20 +447,21 @@ impl ReplicaManager {
             .collect();
         let partition_ids: Vec<i32> = parts.iter().map(|p| p.partition).collect();
         let topic_name = topic.name.clone();
-        let applied = self.run_quiesced(ids, move |rm| {
-            let codes = rm.partitions_mut().become_leader_or_follower(
-                &topic,
-                &parts,
-                rm.broker_id,
-                now_ms() as i64,
-            );
-            rm.update_fetchers(&topic, &parts, &codes, &leaders);
-            // Fetches and produces parked on partitions that changed role re-check.
-            for p in &parts {
-                rm.on_high_watermark_advanced(&topic.name, p.partition);
+        let applied = match self.prepare_new_logs(&topic, &partition_ids) {
+            // Nothing to create: applied now, in arrival order.
+            None => self.apply_role_changes(ids, topic, parts, leaders, PreparedLogs::new()),
+            // The controller sends a broker one request at a time, each
+            // answered after this future, so no later role change overtakes
+            // this one while its new logs are made.
+            Some(prepare) => {
+                let rm = self.clone();
+                Box::pin(async move {
+                    let prepared = prepare.await;
+                    rm.apply_role_changes(ids, topic, parts, leaders, prepared)
+                        .await
+                })
             }
-            codes
-        });
+        };
         let rm = self.clone();
         Box::pin(async move {
             let mut codes = applied.await;
@@ -459,6 +473,33 @@ impl ReplicaManager {
                 for code in codes.iter_mut().filter(|c| **c == errors::NONE) {
                     *code = errors::KAFKA_STORAGE_ERROR;
                 }
+            }
+            codes
+        })
+    }
+
+    /// The synchronous step of LeaderAndIsr for one topic's partitions
+    /// (once they are quiesced), their new logs attached from `prepared`.
+    fn apply_role_changes(
+        self: &Rc<Self>,
+        ids: Vec<PartitionKey>,
+        topic: Arc<TopicInfo>,
+        parts: Vec<RoleChange>,
+        leaders: Arc<Vec<LeaderEndpoint>>,
+        mut prepared: PreparedLogs,
+    ) -> LocalBoxFuture<Vec<ErrorCode>> {
+        self.run_quiesced(ids, move |rm| {
+            let codes = rm.partitions_mut().become_leader_or_follower(
+                &topic,
+                &parts,
+                rm.broker_id,
+                now_ms() as i64,
+                &mut prepared,
+            );
+            rm.update_fetchers(&topic, &parts, &codes, &leaders);
+            // Fetches and produces parked on partitions that changed role re-check.
+            for p in &parts {
+                rm.on_high_watermark_advanced(&topic.name, p.partition);
             }
             codes
         })

@@ -31,6 +31,7 @@ use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::meta_properties::write_meta_properties;
 use crate::metadata::metadata_cache::{MetadataCache, MetadataImage};
 use crate::protocol::probe::{probe_port, PortProbe};
+use crate::replica::partitions::PreparedLogs;
 use crate::replica::CheckpointEntry;
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::util::now_ms;
@@ -356,7 +357,7 @@ fn open_partitions(broker: &Broker, ctx: &KafkaApis) {
         let opened = {
             let mut partitions = ctx.replica_manager.partitions_mut();
             partitions
-                .open_partitions(topic, &mine, now_ms() as i64)
+                .open_partitions(topic, &mine, now_ms() as i64, &mut PreparedLogs::new())
                 .and_then(|()| partitions.sync_leader_epochs_now(&topic.name, &mine))
         };
         if let Err(e) = opened {

@@ -68,6 +68,11 @@ impl IndexMmap {
     }
 }
 
+// SAFETY: the mapping is this value's alone (nothing else holds its
+// address), so moving it to another thread moves sole access with it; a
+// new log's files are mapped off the shard and handed to it.
+unsafe impl Send for IndexMmap {}
+
 impl Drop for IndexMmap {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the region `map` created.

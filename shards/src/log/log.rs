@@ -245,6 +245,37 @@ impl Log {
         Ok((log, stats))
     }
 
+    /// A log over what `prepare_new_log` made (off the shard): no system
+    /// call here creates or resizes a file.
+    pub fn open_new(
+        prepared: super::log_create::PreparedLog,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> io::Result<Log> {
+        // The segment's indexes keep the capacity they were made with, as
+        // any segment keeps its own after a config change.
+        let super::log_create::PreparedLog { dir, segment } = prepared;
+        let start = segment.base_offset();
+        let mut segments = BTreeMap::new();
+        segments.insert(start, LogSegment::from_new_files(segment, &config, now_ms));
+        let mut log = Log {
+            dir,
+            config,
+            segments,
+            log_start_offset: start,
+            log_end_offset: start,
+            recovery_point: start,
+            last_flush_ms: now_ms,
+            dir_dirty: true,
+            cleaner_checkpoint: 0,
+            staging: Staging::new(),
+            roll_syncs: Default::default(),
+            next_roll_sync_id: 0,
+        };
+        log.apply_io_mode_to_active()?;
+        Ok(log)
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -93,6 +93,9 @@ mod staging;
 #[path = "log_gap_tests.rs"]
 mod gaps;
 
+#[path = "log_create_tests.rs"]
+mod create;
+
 fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> (Log, RecoveryStats) {
     Log::open(dir, config, recovery_point, 0, NOW).unwrap()
 }

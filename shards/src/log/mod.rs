@@ -11,6 +11,7 @@ pub mod direct_write;
 mod index_mmap;
 pub mod legacy;
 pub mod log;
+pub mod log_create;
 pub mod log_deleter;
 pub mod offset_index;
 pub mod offset_map;

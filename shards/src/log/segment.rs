@@ -119,6 +119,53 @@ pub enum SegmentRead {
     },
 }
 
+/// An empty segment's files, made (and, with `map_for_appends`, its indexes
+/// preallocated and mapped) by whichever thread calls `create`: `Send`, so
+/// the file-system work can run off the shard that will own the segment.
+pub struct NewSegmentFiles {
+    base_offset: i64,
+    log: DiskFile,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+}
+
+impl NewSegmentFiles {
+    /// Creates (or truncates) the segment's three files, the log file
+    /// preallocated when the config says so.
+    pub fn create(dir: &Path, base_offset: i64, config: &LogConfig) -> io::Result<Self> {
+        assert!(base_offset >= 0, "negative base offset {base_offset}");
+        let log = DiskFile::open(&segment_file_path(dir, base_offset, LOG_FILE_SUFFIX), true)?;
+        log.set_len(0)?;
+        if config.preallocate {
+            log.set_len(config.effective_segment_bytes())?;
+        }
+        let oi = DiskFile::open(
+            &segment_file_path(dir, base_offset, INDEX_FILE_SUFFIX),
+            true,
+        )?;
+        let ti = DiskFile::open(
+            &segment_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
+            true,
+        )?;
+        Ok(NewSegmentFiles {
+            base_offset,
+            log,
+            offset_index: OffsetIndex::create(oi, base_offset, config.max_index_size_bytes)?,
+            time_index: TimeIndex::create(ti, base_offset, config.max_index_size_bytes)?,
+        })
+    }
+
+    /// Preallocates and maps both indexes as an active segment's are.
+    pub fn map_for_appends(&mut self) -> io::Result<()> {
+        self.offset_index.map_for_appends()?;
+        self.time_index.map_for_appends()
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+}
+
 pub struct LogSegment {
     pub(super) base_offset: i64,
     pub(super) log: DiskFile,
@@ -150,26 +197,24 @@ impl LogSegment {
         config: &LogConfig,
         now_ms: i64,
     ) -> io::Result<Self> {
-        assert!(base_offset >= 0, "negative base offset {base_offset}");
-        let log = DiskFile::open(&segment_file_path(dir, base_offset, LOG_FILE_SUFFIX), true)?;
-        log.set_len(0)?;
-        if config.preallocate {
-            log.set_len(config.effective_segment_bytes())?;
-        }
-        let oi = DiskFile::open(
-            &segment_file_path(dir, base_offset, INDEX_FILE_SUFFIX),
-            true,
-        )?;
-        let ti = DiskFile::open(
-            &segment_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
-            true,
-        )?;
-        Ok(LogSegment {
+        let files = NewSegmentFiles::create(dir, base_offset, config)?;
+        Ok(LogSegment::from_new_files(files, config, now_ms))
+    }
+
+    /// The segment over files `NewSegmentFiles::create` made.
+    pub fn from_new_files(files: NewSegmentFiles, config: &LogConfig, now_ms: i64) -> Self {
+        let NewSegmentFiles {
+            base_offset,
+            log,
+            offset_index,
+            time_index,
+        } = files;
+        LogSegment {
             base_offset,
             log,
             size_bytes: 0,
-            offset_index: OffsetIndex::create(oi, base_offset, config.max_index_size_bytes)?,
-            time_index: TimeIndex::create(ti, base_offset, config.max_index_size_bytes)?,
+            offset_index,
+            time_index,
             index_interval_bytes: config.index_interval_bytes,
             bytes_since_last_index_entry: 0,
             max_timestamp_so_far: NO_TIMESTAMP,
@@ -179,7 +224,7 @@ impl LogSegment {
             next_offset: base_offset,
             dirty: true,
             direct: None,
-        })
+        }
     }
 
     /// Opens an existing segment. Returns false as the second value when an

@@ -70,7 +70,9 @@ fn cleaned_leader(dir: &std::path::Path) -> Partitions {
         config: topic_config(COMPACTED),
         is_internal: false,
     };
-    leader.open_partitions(&topic, &[0], NOW_MS).unwrap();
+    leader
+        .open_partitions(&topic, &[0], NOW_MS, &mut Default::default())
+        .unwrap();
     let p = leader.partition_mut("t", 0).unwrap();
     p.become_leader_or_follower(LEADER_EPOCH, false).unwrap();
     for i in 0..60i64 {

@@ -141,7 +141,9 @@ fn follower_of_epoch_5(dir: &std::path::Path, config: &Arc<BrokerConfig>) -> Rc<
         is_internal: false,
     };
     let mut partitions = rm.partitions_mut();
-    partitions.open_partitions(&topic, &[0], NOW_MS).unwrap();
+    partitions
+        .open_partitions(&topic, &[0], NOW_MS, &mut Default::default())
+        .unwrap();
     partitions
         .partition_mut("t", 0)
         .unwrap()

@@ -343,6 +343,7 @@ pub(crate) mod test_support {
             86_400_000,
             IoMode::Buffered,
             NOW_MS,
+            None,
         )
         .unwrap();
         p.become_leader_or_follower(leader_epoch, false).unwrap();

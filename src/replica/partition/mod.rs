@@ -17,6 +17,7 @@ use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
 use kshard_shards::log::config::{IoMode, LogConfig};
 use kshard_shards::log::direct_write::DirectWrite;
 use kshard_shards::log::log::{Log, ReadError};
+use kshard_shards::log::log_create::PreparedLog;
 use kshard_shards::log::patched::PatchedRecords;
 use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
 use kshard_shards::log::validate::{ValidationConfig, ValidationError, Validator};
@@ -141,6 +142,8 @@ impl Partition {
         }
     }
 
+    /// Opens the partition's log, or attaches `prepared` (made off the
+    /// shard for a partition with no directory yet, see `log_create`).
     #[allow(clippy::too_many_arguments)]
     pub fn open(
         log_dir: &Path,
@@ -154,15 +157,23 @@ impl Partition {
         producer_id_expiration_ms: i64,
         io_mode: IoMode,
         now_ms: i64,
+        prepared: Option<PreparedLog>,
     ) -> io::Result<Partition> {
         let dir: PathBuf = log_dir.join(format!("{topic}-{partition}"));
-        let (log, stats) = Log::open(
-            &dir,
-            log_config_of(&config, io_mode),
-            recovery_point,
-            log_start_offset,
-            now_ms,
-        )?;
+        let (log, stats) = match prepared {
+            Some(prepared) => {
+                assert_eq!(prepared.dir(), dir, "a log prepared for another partition");
+                let log = Log::open_new(prepared, log_config_of(&config, io_mode), now_ms)?;
+                (log, Default::default())
+            }
+            None => Log::open(
+                &dir,
+                log_config_of(&config, io_mode),
+                recovery_point,
+                log_start_offset,
+                now_ms,
+            )?,
+        };
         if stats.segments_scanned > 0 {
             log::info!(
                 "recovered {topic}-{partition}: {} segments scanned, {} batches, {} bytes truncated",

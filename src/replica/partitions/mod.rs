@@ -8,7 +8,8 @@ use std::io;
 use std::path::PathBuf;
 
 use kshard_shards::log::checkpoint::{
-    OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+    partition_dir_name, OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use kshard_shards::log::cleaner::{CleanerConfig, LogCleaner, Step};
 use kshard_shards::log::config::IoMode;
@@ -18,8 +19,19 @@ use kshard_shards::log::RollSyncJob;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
-use crate::replica::partition::Partition;
+use crate::replica::partition::{log_config_of, Partition};
 use crate::replica::parts::*;
+
+/// New logs made off the shard for some partitions of one topic, by
+/// partition (`ReplicaManager::prepare_new_logs`).
+pub type PreparedLogs = HashMap<i32, kshard_shards::log::log_create::PreparedLog>;
+
+/// A new log to make off the shard: partition `partition` in `dir`.
+pub struct NewLogJob {
+    pub partition: i32,
+    pub dir: PathBuf,
+    pub config: kshard_shards::log::LogConfig,
+}
 
 /// Kafka's `allPartitions`: the partitions this shard hosts, and the
 /// synchronous partition-level work on them.
@@ -199,11 +211,31 @@ impl Partitions {
     }
 
     /// Opens (or creates) the logs of `partitions` of `topic` on this shard.
+    /// The logs that opening `topic`'s partitions `ids` would create: those
+    /// not open, with no start-up checkpoint (a checkpointed start offset
+    /// means a log this broker had).
+    pub fn new_log_jobs(&self, topic: &TopicInfo, ids: &[i32]) -> Vec<NewLogJob> {
+        ids.iter()
+            .filter(|&&p| {
+                self.partition(&topic.name, p).is_none()
+                    && !self
+                        .startup_checkpoints
+                        .contains_key(&(topic.name.clone(), p))
+            })
+            .map(|&p| NewLogJob {
+                partition: p,
+                dir: self.log_dir.join(partition_dir_name(&topic.name, p)),
+                config: log_config_of(&topic.config, self.io_mode),
+            })
+            .collect()
+    }
+
     pub fn open_partitions(
         &mut self,
         topic: &TopicInfo,
         partitions: &[i32],
         now_ms: i64,
+        prepared: &mut PreparedLogs,
     ) -> io::Result<()> {
         for &p in partitions {
             if self.partition(&topic.name, p).is_some() {
@@ -234,6 +266,7 @@ impl Partitions {
                 self.producer_id_expiration_ms,
                 self.io_mode,
                 now_ms,
+                prepared.remove(&p),
             )?;
             if let Some(offset) = cleaner_offset {
                 partition.log.set_cleaner_checkpoint(offset);

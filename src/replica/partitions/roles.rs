@@ -21,13 +21,14 @@ impl Partitions {
         parts: &[RoleChange],
         broker_id: i32,
         now_ms: i64,
+        prepared: &mut super::PreparedLogs,
     ) -> Vec<ErrorCode> {
         let missing: Vec<i32> = parts
             .iter()
             .map(|x| x.partition)
             .filter(|p| self.partition(&topic.name, *p).is_none())
             .collect();
-        if let Err(e) = self.open_partitions(topic, &missing, now_ms) {
+        if let Err(e) = self.open_partitions(topic, &missing, now_ms, prepared) {
             log::error!(
                 "opening logs of {} in dir {}: {e}",
                 topic.name,
