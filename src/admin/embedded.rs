@@ -16,7 +16,7 @@ use crate::admin::TopicAdmin;
 use crate::admin::{validate, AdminError, AdminResult};
 use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
-use crate::metadata::embedded::EmbeddedStore;
+use crate::metadata::embedded::{halt_on_sync_failure, EmbeddedStore};
 use crate::metadata::metadata_cache::{BrokerInfo, MetadataImage, PartitionInfo, TopicInfo};
 use crate::metadata::topics;
 use crate::metadata::{MetadataStore, StoreError};
@@ -24,6 +24,7 @@ use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::router::join_all;
 use crate::router::{ShardRequest, CONTROLLER_SHARD};
+use kshard_shards::background::BackgroundQueue;
 use kshard_shards::mailbox::LocalBoxFuture;
 
 pub struct NewTopic {
@@ -149,9 +150,18 @@ impl EmbeddedAdmin {
         Ok(image)
     }
 
-    /// A producer id for an idempotent producer, from blocks reserved in the store.
-    pub fn allocate_producer_id(&mut self) -> Result<i64, ErrorCode> {
-        if self.next_producer_id >= self.producer_id_block_end {
+    /// From now on the store's commits leave their fdatasync to
+    /// `store_synced`, which every writer awaits before it answers.
+    pub fn defer_store_syncs(&mut self) {
+        self.store.defer_syncs();
+    }
+
+    /// A producer id for an idempotent producer, from blocks reserved in
+    /// the store; a reservation must be synced (`store_synced`) before the
+    /// id is handed out.
+    pub fn allocate_producer_id(&mut self) -> Result<AllocatedProducerId, ErrorCode> {
+        let reserved_block = self.next_producer_id >= self.producer_id_block_end;
+        if reserved_block {
             let (start, end) = crate::metadata::producer_ids::reserve_producer_id_block(
                 &mut self.store,
                 self.broker_id,
@@ -165,8 +175,36 @@ impl EmbeddedAdmin {
         }
         let id = self.next_producer_id;
         self.next_producer_id += 1;
-        Ok(id)
+        Ok(AllocatedProducerId { id, reserved_block })
     }
+}
+
+/// A producer id, and whether reserving its block wrote the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocatedProducerId {
+    pub id: i64,
+    pub reserved_block: bool,
+}
+
+/// The `metadata-sync` thread: the embedded store's fdatasyncs, in order.
+static METADATA_SYNC: BackgroundQueue = BackgroundQueue::new("metadata-sync");
+
+/// Resolves once every record committed to `admin`'s store so far is
+/// durable. Called after a write: if another caller already took the sync
+/// that covers it, a no-op queued behind that sync waits for it.
+pub async fn store_synced(admin: &std::cell::RefCell<EmbeddedAdmin>) {
+    let log = admin.borrow_mut().store.take_unsynced();
+    let (done, synced) = futures_channel::oneshot::channel::<()>();
+    METADATA_SYNC.push(move || {
+        if let Some(log) = log {
+            if let Err(e) = log.sync_data() {
+                halt_on_sync_failure(&e);
+            }
+        }
+        let _ = done.send(());
+    });
+    // A dropped sender means the thread is gone: the process is exiting.
+    let _ = synced.await;
 }
 
 fn embedded(ctx: &TopicAdmin) -> &std::cell::RefCell<EmbeddedAdmin> {
@@ -341,6 +379,7 @@ pub async fn create_topic(
             Err(e) => return Err(store_err(e)),
         }
     }
+    store_synced(embedded(ctx)).await;
     let partitions: Vec<i32> = assignment.keys().copied().collect();
     open_logs(ctx, &info, &partitions).await;
     ctx.metadata
@@ -367,6 +406,7 @@ pub async fn delete_topic(ctx: &Rc<TopicAdmin>, name: &str) -> AdminResult<Uuid>
         topics::delete_topic(&mut c.store, name).map_err(store_err)?;
         c.deleting.insert(name.to_string());
     }
+    store_synced(embedded(ctx)).await;
     // Unpublish first so no new request reaches the logs being deleted.
     ctx.metadata
         .publish(ctx.metadata.image().without_topic(name));
@@ -434,6 +474,7 @@ pub async fn create_partitions(
         let mut c = embedded(ctx).borrow_mut();
         topics::add_partitions(&mut c.store, name, &added).map_err(store_err)?;
     }
+    store_synced(embedded(ctx)).await;
     let mut next = (*info).clone();
     for (p, replicas) in &added {
         next.partitions.push(validate::new_partition(*p, replicas));

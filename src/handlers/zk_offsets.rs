@@ -75,7 +75,9 @@ async fn with_store<T: Send + 'static>(
         .embedded
         .as_ref()
         .ok_or("offsets v0: no metadata store on this shard")?;
-    Ok(f(controller.borrow_mut().store_mut()))
+    let out = f(controller.borrow_mut().store_mut());
+    crate::admin::embedded::store_synced(controller).await;
+    Ok(out)
 }
 
 pub async fn commit(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {

@@ -260,6 +260,7 @@ async fn start_shard(
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
     let mut controller = EmbeddedAdmin::open(store, config.clone())?;
     let image = controller.build_image()?;
+    controller.defer_store_syncs();
     crate::metadata::meta_properties::write_meta_properties(
         &log_dir,
         config.effective_broker_id(),

@@ -229,6 +229,9 @@ fn open_metadata(
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
     let mut controller = EmbeddedAdmin::open(store, config.clone())?;
     let image = controller.build_image()?;
+    // Start-up's own writes were synced; from here the shard leaves them
+    // to the metadata-sync thread.
+    controller.defer_store_syncs();
     write_meta_properties(log_dir, config.effective_broker_id(), &image.cluster_id)?;
     Ok(StartupMetadata {
         config,

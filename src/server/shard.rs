@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kshard_shards::mailbox::LocalBoxFuture;
 
-use crate::admin::embedded::EmbeddedAdmin;
+use crate::admin::embedded::{store_synced, AllocatedProducerId, EmbeddedAdmin};
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
@@ -298,11 +298,22 @@ fn allocate_producer_id(apis: &Rc<KafkaApis>) -> LocalBoxFuture<ShardResponse> {
             async move { ShardResponse::ProducerId(cluster.allocate_producer_id().await) },
         );
     }
-    let r = match &apis.admin.embedded {
-        Some(c) => c.borrow_mut().allocate_producer_id(),
-        None => Err(errors::NOT_CONTROLLER),
+    let Some(admin) = apis.admin.embedded.as_ref() else {
+        return ready(ShardResponse::ProducerId(Err(errors::NOT_CONTROLLER)));
     };
-    ready(ShardResponse::ProducerId(r))
+    let allocated = admin.borrow_mut().allocate_producer_id();
+    match allocated {
+        Ok(AllocatedProducerId { id, reserved_block }) if reserved_block => {
+            // The new block must be durable before any id of it is used.
+            let apis = apis.clone();
+            Box::pin(async move {
+                let admin = apis.admin.embedded.as_ref().expect("checked above");
+                store_synced(admin).await;
+                ShardResponse::ProducerId(Ok(id))
+            })
+        }
+        r => ready(ShardResponse::ProducerId(r.map(|a| a.id))),
+    }
 }
 
 /// The checkpoint entries of every shard, for the broker checkpoint files;

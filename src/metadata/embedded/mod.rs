@@ -112,6 +112,34 @@ pub struct EmbeddedStore {
     log_bytes: u64,
     epoch: u64,
     _lock: File,
+    /// Commits leave the fdatasync to the caller (`take_unsynced`), which
+    /// runs it off the shard and answers once it is done.
+    defer_syncs: bool,
+    /// Records written since the last fdatasync (with `defer_syncs`).
+    unsynced: bool,
+}
+
+/// A committed record that cannot be made durable: its state is already
+/// applied and seen, so the broker stops, as Kafka halts on a metadata log
+/// write failure.
+pub fn halt_on_sync_failure(e: &io::Error) -> ! {
+    log::error!("metadata store: fdatasync failed: {e}; halting");
+    std::process::exit(1)
+}
+
+impl Drop for EmbeddedStore {
+    /// A record whose caller never took its sync (none should) is still
+    /// made durable before the store closes.
+    fn drop(&mut self) {
+        if self.unsynced {
+            if let Err(e) = self.log.sync_data() {
+                log::error!(
+                    "metadata store {}: fdatasync at close: {e}",
+                    self.dir.display()
+                );
+            }
+        }
+    }
 }
 
 fn now_ms() -> i64 {
@@ -203,6 +231,8 @@ impl EmbeddedStore {
                 log_bytes,
                 epoch: snapshot_epoch,
                 _lock: lock,
+                defer_syncs: false,
+                unsynced: false,
             }
         } else {
             let log = write_fresh_log(dir, snapshot_epoch)?;
@@ -213,6 +243,8 @@ impl EmbeddedStore {
                 log_bytes: LOG_HEADER_BYTES,
                 epoch: snapshot_epoch,
                 _lock: lock,
+                defer_syncs: false,
+                unsynced: false,
             }
         };
         if had_ephemerals || store.log_bytes > COMPACT_THRESHOLD_BYTES {
@@ -239,6 +271,8 @@ impl EmbeddedStore {
         }
         fs::rename(&tmp, self.dir.join(SNAPSHOT_FILE))?;
         sync_dir(&self.dir)?;
+        // The durable snapshot holds every record of the old log.
+        self.unsynced = false;
         // From here the old log is stale (epoch below the snapshot's).
         self.log = write_fresh_log(&self.dir, next_epoch)?;
         self.log_bytes = LOG_HEADER_BYTES;
@@ -355,10 +389,14 @@ impl EmbeddedStore {
                 }
             }
         }
-        let written = self
-            .log
-            .write_all(&record)
-            .and_then(|_| self.log.sync_data());
+        let written = self.log.write_all(&record).and_then(|_| {
+            if self.defer_syncs {
+                self.unsynced = true;
+                Ok(())
+            } else {
+                self.log.sync_data()
+            }
+        });
         if let Err(err) = written {
             rollback(&mut self.nodes, undo);
             // A partial write is a torn tail that replay will drop.
@@ -369,6 +407,34 @@ impl EmbeddedStore {
             self.compact()?;
         }
         Ok(())
+    }
+
+    /// From now on a commit writes its record without fdatasync; the caller
+    /// takes each unsynced log with `take_unsynced`, syncs it, and only then
+    /// answers for what it committed. A failed sync cannot be rolled back
+    /// (later commits saw its state), so it is fatal, as a metadata log
+    /// write failure is for Kafka.
+    pub fn defer_syncs(&mut self) {
+        self.defer_syncs = true;
+    }
+
+    /// The log to fdatasync for the records committed since the last call,
+    /// if any.
+    pub fn take_unsynced(&mut self) -> Option<File> {
+        if !std::mem::take(&mut self.unsynced) {
+            return None;
+        }
+        match self.log.try_clone() {
+            Ok(log) => Some(log),
+            Err(e) => {
+                // No descriptor to hand over (EMFILE): sync here instead.
+                log::warn!("metadata store: {e}; syncing on the caller's thread");
+                if let Err(e) = self.log.sync_data() {
+                    halt_on_sync_failure(&e);
+                }
+                None
+            }
+        }
     }
 
     /// Plans and applies ops in sequence so later ops see earlier ones;

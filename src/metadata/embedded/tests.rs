@@ -371,3 +371,28 @@ fn oversized_multi_is_refused_and_changes_nothing() {
     let s = EmbeddedStore::open(&dir.0).unwrap();
     assert_eq!(s.children("/t").unwrap(), vec!["after".to_string()]);
 }
+
+#[test]
+fn deferred_syncs_are_handed_to_the_caller_once() {
+    let dir = TempDir::new("deferred");
+    {
+        let mut s = EmbeddedStore::open(&dir.0).unwrap();
+        s.create("/a", b"", false, false).unwrap();
+        assert!(s.take_unsynced().is_none(), "synced on commit by default");
+        s.defer_syncs();
+        assert!(s.take_unsynced().is_none(), "nothing written yet");
+        s.create("/a/b", b"1", false, false).unwrap();
+        s.set("/a/b", b"2", ANY_VERSION).unwrap();
+        let log = s.take_unsynced().expect("two records to sync");
+        log.sync_data().unwrap();
+        assert!(s.take_unsynced().is_none(), "handed out once");
+        // A failed op writes nothing.
+        assert!(s.create("/a/b", b"", false, false).is_err());
+        assert!(s.take_unsynced().is_none());
+        s.create("/a/c", b"3", false, false).unwrap();
+        // Not taken: the store syncs it when it closes.
+    }
+    let s = EmbeddedStore::open(&dir.0).unwrap();
+    assert_eq!(s.get("/a/b").unwrap().0, b"2");
+    assert_eq!(s.get("/a/c").unwrap().0, b"3");
+}
