@@ -27,6 +27,33 @@ pub const DIRECT_IO_MEMORY_BYTES: usize = 10 * 1024 * 1024;
 /// The arena when nothing uses DMA buffers (page-cache I/O): glommio's floor.
 pub const MIN_IO_MEMORY_BYTES: usize = 64 * 1024;
 
+/// Registers the process for private expedited `membarrier`, which glommio
+/// issues before each executor parks. glommio registers lazily, from the
+/// first executor to park, and the registration waits for an RCU grace
+/// period (60-250 ms on this machine) while that shard, and any other that
+/// parks meanwhile, is stuck in it. Registered here first, glommio's own
+/// registration returns at once (the kernel sees the process registered).
+/// Cheapest while the process has a single thread (no grace period to wait
+/// for), so the broker calls it first thing in `main`; again here it returns
+/// at once. Without the syscall glommio falls back to another barrier.
+pub fn register_membarrier() {
+    const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0 as libc::c_int,
+        )
+    };
+    if r != 0 {
+        log::debug!(
+            "membarrier registration: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// Starts `nr_shards` executors, shard i pinned to the i-th available core
 /// (wrapping when there are more shards than cores), each running `body(i)`
 /// with an I/O arena of `io_memory_bytes` and, with `stall` set, a stall
@@ -43,6 +70,7 @@ where
     Fut: std::future::Future<Output = ()> + 'static,
 {
     assert!(nr_shards >= 1);
+    register_membarrier();
     let cores = available_cores();
     let detector = match stall {
         Some(settings) => Some(Arc::new(StallDetector::start(settings, nr_shards)?)),

@@ -1,19 +1,18 @@
 //! New partitions' logs made off the shard (`kshard_shards::log::log_create`
-//! says why): LeaderAndIsr and topic creation first have the `log-create`
+//! says why): LeaderAndIsr and topic creation first have the `log-dirs`
 //! thread make the directories and first segments of the partitions this
 //! shard does not hold yet, then attach them in their synchronous step.
+//! Deleted logs are renamed away by the same thread (`Log::delete_queued`),
+//! so a topic deleted and created again never finds its old directory.
 
 use std::rc::Rc;
 
-use kshard_shards::background::BackgroundQueue;
-use kshard_shards::log::log_create::prepare_new_log;
+use kshard_shards::log::log_create::{prepare_new_log, LOG_DIRS};
 use kshard_shards::mailbox::LocalBoxFuture;
 
 use super::partitions::PreparedLogs;
 use super::ReplicaManager;
 use crate::metadata::metadata_cache::TopicInfo;
-
-static LOG_CREATE: BackgroundQueue = BackgroundQueue::new("log-create");
 
 impl ReplicaManager {
     /// Makes, off the shard, the logs of those of `topic`'s partitions `ids`
@@ -31,7 +30,7 @@ impl ReplicaManager {
             return None;
         }
         let (done, prepared) = futures_channel::oneshot::channel();
-        LOG_CREATE.push(move || {
+        LOG_DIRS.push(move || {
             let mut logs = PreparedLogs::new();
             for job in jobs {
                 match prepare_new_log(&job.dir, &job.config, 0) {

@@ -25,7 +25,7 @@ use kshard_shards::timer::purgatory::{DelayedOperation, Purgatory};
 use super::delayed_fetch::{DelayedFetch, FetchWaitState};
 use super::delayed_produce::{DelayedProduce, ProduceWait};
 use super::fetcher::{FollowedPartition, LeaderEndpoint, ReplicaFetcherManager};
-use super::partitions::PreparedLogs;
+use super::partitions::{DirDeletion, PreparedLogs};
 use super::parts::*;
 use super::Partitions;
 use crate::cluster::ClusterHandle;
@@ -408,25 +408,29 @@ impl ReplicaManager {
         topic: String,
         then: impl FnOnce(&str) + 'static,
     ) -> LocalBoxFuture<()> {
-        let delete = |rm: &Rc<Self>, topic: &str| {
-            let ids = rm.partitions().partition_ids(topic);
-            if let Err(e) = rm.partitions_mut().delete_topic(topic) {
-                log::error!("deleting logs of {topic}: {e}");
-            }
-            // Fetches parked on the deleted partitions complete with the error.
-            for p in ids {
-                rm.on_high_watermark_advanced(topic, p);
-            }
-        };
         let ids: Vec<PartitionKey> = self
             .partitions()
             .partition_ids(&topic)
             .into_iter()
             .map(|p| (topic.clone(), p))
             .collect();
-        self.run_quiesced(ids, move |rm| {
-            delete(rm, &topic);
+        let deleted = self.run_quiesced(ids, move |rm| {
+            let ids = rm.partitions().partition_ids(&topic);
+            let deletions = rm.partitions_mut().delete_topic(&topic);
+            // Fetches parked on the deleted partitions complete with the error.
+            for p in ids {
+                rm.on_high_watermark_advanced(&topic, p);
+            }
             then(&topic);
+            (topic, deletions)
+        });
+        Box::pin(async move {
+            let (topic, deletions) = deleted.await;
+            for deletion in deletions {
+                if let Err(e) = dir_deleted(deletion).await {
+                    log::error!("deleting logs of {topic}: {e}");
+                }
+            }
         })
     }
 
@@ -515,12 +519,24 @@ impl ReplicaManager {
         then: impl FnOnce(&str) + 'static,
     ) -> LocalBoxFuture<Vec<ErrorCode>> {
         let ids: Vec<PartitionKey> = parts.iter().map(|p| (topic.clone(), p.partition)).collect();
-        self.run_quiesced(ids, move |rm| {
-            let codes = rm.partitions_mut().stop_replicas(&topic, &parts, delete);
+        let stopped = self.run_quiesced(ids, move |rm| {
+            let stopped = rm.partitions_mut().stop_replicas(&topic, &parts, delete);
             for p in &parts {
                 rm.on_high_watermark_advanced(&topic, p.partition);
             }
             then(&topic);
+            (topic, stopped)
+        });
+        Box::pin(async move {
+            // Answered once the deleted directories are renamed away, as
+            // Kafka renames before it answers.
+            let (topic, (mut codes, deletions)) = stopped.await;
+            for (i, deletion) in deletions {
+                if let Err(e) = dir_deleted(deletion).await {
+                    log::error!("deleting replica of {topic}: {e}");
+                    codes[i] = errors::KAFKA_STORAGE_ERROR;
+                }
+            }
             codes
         })
     }
@@ -760,4 +776,11 @@ impl std::future::Future for TickerWait<'_> {
         *self.rm.ticker_notify.borrow_mut() = Some(cx.waker().clone());
         std::task::Poll::Pending
     }
+}
+
+/// The result of a deleted log's rename off the shard.
+async fn dir_deleted(deletion: DirDeletion) -> std::io::Result<()> {
+    deletion
+        .await
+        .map_err(|_| std::io::Error::other("the log-dirs thread dropped a deletion"))?
 }

@@ -805,6 +805,23 @@ impl Log {
         super::log_deleter::delete_log_dir(&dir)
     }
 
+    /// `delete` off the shard: the `log-dirs` thread closes the files and
+    /// renames the directory away (after any creation queued before it),
+    /// then `done` gets the rename's result; the directory keeps its name
+    /// until then.
+    pub fn delete_queued(self, done: impl FnOnce(io::Result<()>) + Send + 'static) {
+        let dir = self.dir.clone();
+        let files: Vec<_> = self
+            .segments
+            .into_values()
+            .map(LogSegment::into_closed_files)
+            .collect();
+        super::log_create::LOG_DIRS.push(move || {
+            drop(files);
+            done(super::log_deleter::delete_log_dir(&dir));
+        });
+    }
+
     /// All segments, oldest first; the last one is active.
     pub fn segments(&self) -> impl DoubleEndedIterator<Item = &LogSegment> {
         self.segments.values()

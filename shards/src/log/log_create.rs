@@ -13,6 +13,12 @@ use std::path::{Path, PathBuf};
 
 use super::config::LogConfig;
 use super::segment::NewSegmentFiles;
+use crate::background::BackgroundQueue;
+
+/// The thread that creates partition directories (`prepare_new_log`) and
+/// renames deleted ones away (`Log::delete_queued`), in the order queued:
+/// a topic deleted and created again gets a fresh directory.
+pub static LOG_DIRS: BackgroundQueue = BackgroundQueue::new("log-dirs");
 
 /// A new log's directory and its empty first segment, ready for the shard.
 pub struct PreparedLog {

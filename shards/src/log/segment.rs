@@ -166,6 +166,14 @@ impl NewSegmentFiles {
     }
 }
 
+/// A closed segment's files, `Send`: closing them (`close`, `munmap`) may
+/// wait on the file system, so a deleted log's are dropped off the shard.
+pub struct ClosedSegmentFiles {
+    _log: DiskFile,
+    _offset_index: OffsetIndex,
+    _time_index: TimeIndex,
+}
+
 pub struct LogSegment {
     pub(super) base_offset: i64,
     pub(super) log: DiskFile,
@@ -286,6 +294,24 @@ impl LogSegment {
             seg.rolling_based_timestamp = seg.read_header(0).ok().map(|h| h.max_timestamp);
         }
         Ok((seg, indexes_ok))
+    }
+
+    /// The segment's files, to be closed elsewhere; the direct-mode writer
+    /// (bound to this shard's executor) is dropped here.
+    pub fn into_closed_files(self) -> ClosedSegmentFiles {
+        let LogSegment {
+            log,
+            offset_index,
+            time_index,
+            direct,
+            ..
+        } = self;
+        drop(direct);
+        ClosedSegmentFiles {
+            _log: log,
+            _offset_index: offset_index,
+            _time_index: time_index,
+        }
     }
 
     pub fn base_offset(&self) -> i64 {

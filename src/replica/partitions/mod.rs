@@ -26,6 +26,19 @@ use crate::replica::parts::*;
 /// partition (`ReplicaManager::prepare_new_logs`).
 pub type PreparedLogs = HashMap<i32, kshard_shards::log::log_create::PreparedLog>;
 
+/// The rename of a deleted log's directory, done off the shard.
+pub type DirDeletion = futures_channel::oneshot::Receiver<io::Result<()>>;
+
+/// Closes `log`'s files and renames its directory away on the `log-dirs`
+/// thread (`Log::delete_queued`).
+pub fn delete_log_queued(log: kshard_shards::log::Log) -> DirDeletion {
+    let (done, deleted) = futures_channel::oneshot::channel();
+    log.delete_queued(move |r| {
+        let _ = done.send(r);
+    });
+    deleted
+}
+
 /// A new log to make off the shard: partition `partition` in `dir`.
 pub struct NewLogJob {
     pub partition: i32,
@@ -296,15 +309,19 @@ impl Partitions {
         }
     }
 
-    /// Deletes every log of `topic` on this shard.
-    pub fn delete_topic(&mut self, topic: &str) -> io::Result<()> {
-        if let Some(parts) = self.topics.remove(topic) {
-            for (_, p) in parts {
+    /// Deletes every log of `topic` on this shard; each directory is
+    /// renamed away when its `DirDeletion` resolves.
+    pub fn delete_topic(&mut self, topic: &str) -> Vec<DirDeletion> {
+        let Some(parts) = self.topics.remove(topic) else {
+            return Vec::new();
+        };
+        parts
+            .into_values()
+            .map(|p| {
                 self.cleaner.forget(p.log.dir());
-                p.log.delete()?;
-            }
-        }
-        Ok(())
+                delete_log_queued(p.log)
+            })
+            .collect()
     }
 
     /// Appends one partition's records as leader; see

@@ -5,7 +5,7 @@
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
 
-use super::Partitions;
+use super::{delete_log_queued, DirDeletion, Partitions};
 use crate::protocol::errors::ErrorCode;
 use crate::replica::parts::{RoleChange, StopReplicaPart};
 
@@ -148,14 +148,17 @@ impl Partitions {
             .any(|t| t.values().any(|p| p.is_leader && p.leadership.replicated))
     }
 
-    /// StopReplica: closes the logs (the data stays unless `delete`).
+    /// StopReplica: closes the logs (the data stays unless `delete`). A
+    /// deleted log's directory is renamed off the shard: its code is known
+    /// once its `DirDeletion` resolves (listed with the code's index).
     pub fn stop_replicas(
         &mut self,
         topic: &str,
         parts: &[StopReplicaPart],
         delete: bool,
-    ) -> Vec<ErrorCode> {
+    ) -> (Vec<ErrorCode>, Vec<(usize, DirDeletion)>) {
         let mut codes = Vec::with_capacity(parts.len());
+        let mut deletions = Vec::new();
         for &StopReplicaPart {
             partition: p,
             leader_epoch: epoch,
@@ -179,22 +182,22 @@ impl Partitions {
             if t.is_empty() {
                 self.topics.remove(topic);
             }
-            let dir = partition.log.dir().to_path_buf();
-            let r = if delete {
+            if delete {
                 self.cleaner.forget(partition.log.dir());
-                partition.log.delete()
-            } else {
-                partition.close().map(|_| ())
-            };
-            match r {
-                Ok(()) => codes.push(errors::NONE),
+                deletions.push((codes.len(), delete_log_queued(partition.log)));
+                codes.push(errors::NONE);
+                continue;
+            }
+            let dir = partition.log.dir().to_path_buf();
+            match partition.close() {
+                Ok(_) => codes.push(errors::NONE),
                 Err(e) => {
                     log::error!("stopping replica {topic}-{p} in dir {}: {e}", dir.display());
                     codes.push(errors::KAFKA_STORAGE_ERROR);
                 }
             }
         }
-        codes
+        (codes, deletions)
     }
 
     /// ISR changes waiting to go to the controller.
