@@ -40,21 +40,15 @@ impl ReplicaManager {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashMap};
-    use std::rc::Rc;
     use std::sync::Arc;
 
     use bytes::Bytes;
-    use uuid::Uuid;
 
-    use crate::config::BrokerConfig;
-    use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
     use crate::protocol::errors;
     use crate::replica::partition::follower::test_support::{
-        batch, temp_dir, topic_config, NOW_MS,
+        batch, replica_manager_in, temp_dir, topic_t, NOW_MS,
     };
     use crate::replica::parts::{ProducePart, RoleChange};
-    use crate::replica::{ReplicaConfig, ReplicaManager};
 
     fn produce(epoch: i32) -> ProducePart {
         ProducePart {
@@ -69,25 +63,8 @@ mod tests {
         glommio::LocalExecutorBuilder::default()
             .spawn(|| async {
                 let dir = temp_dir("epoch-sync");
-                let config = Arc::new(BrokerConfig::from_map(&BTreeMap::new()).unwrap());
-                let rm = Rc::new(ReplicaManager::new(ReplicaConfig {
-                    shard_id: 0,
-                    nr_shards: 1,
-                    broker_id: 1,
-                    log_dir: dir.clone(),
-                    startup_checkpoints: HashMap::new(),
-                    config,
-                    metadata: Arc::new(MetadataCache::new(Default::default())),
-                    cluster: None,
-                }));
-                let topic = Arc::new(TopicInfo {
-                    name: "t".into(),
-                    topic_id: Uuid::from_u128(7),
-                    partitions: Vec::new(),
-                    overrides: BTreeMap::new(),
-                    config: topic_config(&[]),
-                    is_internal: false,
-                });
+                let rm = replica_manager_in(&dir);
+                let topic = topic_t();
                 let lead = RoleChange {
                     partition: 0,
                     leader: 1,

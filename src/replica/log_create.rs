@@ -54,41 +54,17 @@ impl ReplicaManager {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashMap};
-    use std::rc::Rc;
-    use std::sync::Arc;
-
-    use uuid::Uuid;
-
-    use crate::config::BrokerConfig;
-    use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
-    use crate::replica::partition::follower::test_support::{temp_dir, topic_config};
-    use crate::replica::{ReplicaConfig, ReplicaManager};
+    use crate::replica::partition::follower::test_support::{
+        replica_manager_in, temp_dir, topic_t,
+    };
 
     #[test]
     fn new_logs_are_made_off_the_shard_and_existing_ones_opened() {
         glommio::LocalExecutorBuilder::default()
             .spawn(|| async {
                 let dir = temp_dir("log-create");
-                let config = Arc::new(BrokerConfig::from_map(&BTreeMap::new()).unwrap());
-                let rm = Rc::new(ReplicaManager::new(ReplicaConfig {
-                    shard_id: 0,
-                    nr_shards: 1,
-                    broker_id: 1,
-                    log_dir: dir.clone(),
-                    startup_checkpoints: HashMap::new(),
-                    config,
-                    metadata: Arc::new(MetadataCache::new(Default::default())),
-                    cluster: None,
-                }));
-                let topic = Arc::new(TopicInfo {
-                    name: "t".into(),
-                    topic_id: Uuid::from_u128(7),
-                    partitions: Vec::new(),
-                    overrides: BTreeMap::new(),
-                    config: topic_config(&[]),
-                    is_internal: false,
-                });
+                let rm = replica_manager_in(&dir);
+                let topic = topic_t();
                 // t-1 exists (an earlier run's log): Log::open loads it.
                 std::fs::create_dir_all(dir.join("t-1")).unwrap();
                 let prepared = rm

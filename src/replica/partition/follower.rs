@@ -323,6 +323,37 @@ pub(crate) mod test_support {
         Arc::new(TopicConfig::from_overrides(&broker, &map).unwrap())
     }
 
+    /// A one-shard ReplicaManager of broker 1 over `dir`, with Kafka's
+    /// defaults.
+    pub fn replica_manager_in(
+        dir: &std::path::Path,
+    ) -> std::rc::Rc<crate::replica::ReplicaManager> {
+        use crate::metadata::metadata_cache::MetadataCache;
+        use crate::replica::{ReplicaConfig, ReplicaManager};
+        std::rc::Rc::new(ReplicaManager::new(ReplicaConfig {
+            shard_id: 0,
+            nr_shards: 1,
+            broker_id: 1,
+            log_dir: dir.to_path_buf(),
+            startup_checkpoints: std::collections::HashMap::new(),
+            config: Arc::new(BrokerConfig::from_map(&BTreeMap::new()).unwrap()),
+            metadata: Arc::new(MetadataCache::new(Default::default())),
+            cluster: None,
+        }))
+    }
+
+    /// Topic `t` with default configs and no partitions in its image.
+    pub fn topic_t() -> Arc<crate::metadata::metadata_cache::TopicInfo> {
+        Arc::new(crate::metadata::metadata_cache::TopicInfo {
+            name: "t".into(),
+            topic_id: Uuid::from_u128(7),
+            partitions: Vec::new(),
+            overrides: BTreeMap::new(),
+            config: topic_config(&[]),
+            is_internal: false,
+        })
+    }
+
     /// Opens `t-0` under `dir` as a follower at `leader_epoch`, its log
     /// starting at `log_start_offset`.
     pub fn follower_in(
