@@ -76,6 +76,12 @@ fn a_long_stall_is_logged_while_it_lasts() {
         Box::pin(async { std::thread::sleep(LONG_STALL + Duration::from_millis(500)) })
     }));
     assert_eq!(long.ongoing_logged(0), 1);
+    // The watchdog sees the end once it is done symbolizing the ongoing
+    // stall's stack (about 0.5 s for a debug test binary).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while long.totals(0).count == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(long.totals(0).count, 1);
 }
 
