@@ -9,6 +9,8 @@ brokers:
   leader_isr   a 2-broker ZooKeeper cluster, 1,000 partitions led by broker
                2; broker 2 restarts: leadership moves to broker 1 and back
   compaction   a 1 GiB compacted partition (10,000 keys) cleaned
+  direct_roll  2 GiB of 1 KiB records into 8 partitions of 16 MiB segments
+               with log.io.mode=direct: 128 segment rolls under load
 
 A stall is a shard not polling for longer than the threshold, not counting
 the time its thread waited for a CPU (task_ms in the log). Reports, per
@@ -256,8 +258,24 @@ def w_compaction(root, mib=1024):
         b.stop()
 
 
+def w_direct_roll(root, mib=2048):
+    """Direct mode's rolls: each makes a new segment (three files created
+    and sized, the indexes preallocated and mapped) while produce goes on."""
+    b = Single(root, {"log.io.mode": "direct"})
+    try:
+        create_topic(admin(b.bootstrap), "rolls", 8, {"segment.bytes": str(16 << 20)})
+        time.sleep(1)
+        s = Stalls([b.log_path])
+        perf(["produce", "--bootstrap-server", b.bootstrap, "--topic", "rolls", "--partitions", "8",
+              "--num-records", str(mib * 1024), "--record-size", "1024", "--acks", "1"])
+        rolls = sum(len(list((b.dir / "data" / f"rolls-{p}").glob("*.log"))) - 1 for p in range(8))
+        return {**s.result(), "rolls": rolls}
+    finally:
+        b.stop()
+
+
 WORKLOADS = {"partitions": w_partitions, "producers": w_producers, "leader_isr": w_leader_isr,
-             "compaction": w_compaction}
+             "compaction": w_compaction, "direct_roll": w_direct_roll}
 
 
 def main():

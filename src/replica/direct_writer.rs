@@ -4,8 +4,12 @@
 //! waiting on that partition. Role changes and closes first fence new
 //! appends and wait for the staged ones to land.
 
+use std::io;
 use std::rc::Rc;
 use std::time::Duration;
+
+use kshard_shards::log::log::WriteStep;
+use kshard_shards::log::log_create::LOG_DIRS;
 
 use super::ReplicaManager;
 use crate::util::now_ms;
@@ -58,44 +62,85 @@ impl ReplicaManager {
     }
 }
 
-/// Writes the partition's staged appends until none are left.
+/// Writes the partition's staged appends until none are left; a roll's new
+/// segment is made on the `log-dirs` thread first (in order with the
+/// partition's directory creation and deletion), the appends staying
+/// staged meanwhile.
 async fn write_staged(rm: &Rc<ReplicaManager>, topic: &str, partition: i32) {
     loop {
-        let planned = {
+        let (step, log_id) = {
             let mut partitions = rm.partitions_mut();
             let Some(p) = partitions.partition_mut(topic, partition) else {
                 return;
             };
             match p.begin_direct_write(now_ms() as i64) {
-                Ok(Some(w)) => w,
-                Ok(None) => {
+                Ok(WriteStep::Idle) => {
                     p.direct_writer_running = false;
                     return;
                 }
+                Ok(step) => (step, p.log.log_id()),
                 Err(e) => {
-                    log::error!(
-                        "{topic}-{partition}: planning a direct write failed, the partition takes no more appends: {e}"
-                    );
-                    p.log.fail_staged(e.to_string());
-                    p.direct_writer_running = false;
                     drop(partitions);
-                    rm.on_high_watermark_advanced(topic, partition);
+                    stop_writing(rm, topic, partition, e);
                     return;
                 }
             }
         };
-        let mut write = planned;
-        let result = write.execute().await;
-        {
-            let mut partitions = rm.partitions_mut();
-            match partitions.partition_mut(topic, partition) {
-                Some(p) if p.log.log_id() == write.log_id() => {
-                    p.complete_direct_write(write, result);
+        match step {
+            WriteStep::Write(mut write) => {
+                let result = write.execute().await;
+                let mut partitions = rm.partitions_mut();
+                match partitions.partition_mut(topic, partition) {
+                    Some(p) if p.log.log_id() == write.log_id() => {
+                        p.complete_direct_write(write, result);
+                    }
+                    // Closed or deleted meanwhile: nothing waits on that log.
+                    _ => return,
                 }
-                // Closed or deleted meanwhile: nothing waits on that log.
-                _ => return,
             }
+            WriteStep::PrepareSegment(job) => {
+                let (done, made) = futures_channel::oneshot::channel();
+                LOG_DIRS.push(move || {
+                    let _ = done.send(job.run());
+                });
+                let made = made
+                    .await
+                    .unwrap_or_else(|_| Err(io::Error::other("the log-dirs thread dropped a job")));
+                let mut partitions = rm.partitions_mut();
+                match partitions.partition_mut(topic, partition) {
+                    Some(p) if p.log.log_id() == log_id => match made {
+                        Ok(files) => p.log.segment_prepared(files),
+                        Err(e) => {
+                            drop(partitions);
+                            stop_writing(rm, topic, partition, e);
+                            return;
+                        }
+                    },
+                    // Closed or deleted meanwhile: an empty segment at its
+                    // log end is what a reopen finds, harmless.
+                    _ => return,
+                }
+            }
+            // (Idle returned above; looking again would stop the task.)
+            WriteStep::Idle => continue,
         }
         rm.on_high_watermark_advanced(topic, partition);
     }
+}
+
+/// Planning a write failed: the partition takes no more appends (the
+/// waiting produces see the failure), as Kafka takes a failed log
+/// directory offline.
+fn stop_writing(rm: &Rc<ReplicaManager>, topic: &str, partition: i32, e: io::Error) {
+    log::error!(
+        "{topic}-{partition}: planning a direct write failed, the partition takes no more appends: {e}"
+    );
+    {
+        let mut partitions = rm.partitions_mut();
+        if let Some(p) = partitions.partition_mut(topic, partition) {
+            p.log.fail_staged(e.to_string());
+            p.direct_writer_running = false;
+        }
+    }
+    rm.on_high_watermark_advanced(topic, partition);
 }

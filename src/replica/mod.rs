@@ -19,6 +19,7 @@ pub mod partition;
 pub mod partitions;
 pub mod parts;
 mod replica_manager;
+mod role_changes;
 mod roll_sync;
 
 pub use partitions::{Partitions, DEFAULT_CLEANER_BACKOFF_MS};

@@ -9,7 +9,7 @@
 //! is applied in the order requests arrived on the shard.
 
 use std::cell::{Cell, Ref, RefCell, RefMut};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -24,9 +24,10 @@ use kshard_shards::timer::purgatory::{DelayedOperation, Purgatory};
 
 use super::delayed_fetch::{DelayedFetch, FetchWaitState};
 use super::delayed_produce::{DelayedProduce, ProduceWait};
-use super::fetcher::{FollowedPartition, LeaderEndpoint, ReplicaFetcherManager};
-use super::partitions::{DirDeletion, PreparedLogs};
+use super::fetcher::ReplicaFetcherManager;
+use super::partitions::{log_dir_op_done, PreparedLogs};
 use super::parts::*;
+use super::role_changes::PARTITIONS_PER_STEP;
 use super::Partitions;
 use crate::cluster::ClusterHandle;
 use crate::config::{BrokerConfig, LogIoMode};
@@ -74,7 +75,7 @@ pub struct ReplicaManager {
     /// An AlterPartition sender task is running for this shard.
     pub(super) alter_isr_in_flight: Cell<bool>,
     /// Follower fetchers for the partitions this shard follows.
-    replica_fetchers: RefCell<ReplicaFetcherManager>,
+    pub(super) replica_fetchers: RefCell<ReplicaFetcherManager>,
     /// Blocks of direct-mode segments for fetch (DMA reads, no page cache).
     pub read_cache: Rc<ReadCache>,
     shutting_down: Cell<bool>,
@@ -136,7 +137,7 @@ impl ReplicaManager {
     }
 
     /// A partition is touched only by the shard that owns it.
-    fn assert_owned(&self, topic: &str, partition: i32) {
+    pub(super) fn assert_owned(&self, topic: &str, partition: i32) {
         assert_eq!(
             placement::shard_for(topic, partition, self.nr_shards),
             self.shard_id,
@@ -375,7 +376,13 @@ impl ReplicaManager {
         let rm = self.clone();
         Box::pin(async move {
             if let Some(prepare) = prepare {
-                rm.open_partitions_logged(&topic, &partition_ids, &mut prepare.await);
+                let mut prepared = prepare.await;
+                // In steps, as LeaderAndIsr's (`role_changes` says why);
+                // CreateTopics answers after the last.
+                for step in partition_ids.chunks(PARTITIONS_PER_STEP) {
+                    rm.open_partitions_logged(&topic, step, &mut prepared);
+                    glommio::yield_if_needed().await;
+                }
             }
             // An error is logged and leaves the partitions refusing appends.
             let _ = rm.sync_leader_epochs(&topic.name, &partition_ids).await;
@@ -427,85 +434,10 @@ impl ReplicaManager {
         Box::pin(async move {
             let (topic, deletions) = deleted.await;
             for deletion in deletions {
-                if let Err(e) = dir_deleted(deletion).await {
+                if let Err(e) = log_dir_op_done(deletion).await {
                     log::error!("deleting logs of {topic}: {e}");
                 }
             }
-        })
-    }
-
-    /// Kafka's `becomeLeaderOrFollower` for one topic's partitions on this
-    /// shard: role changes, then the fetchers follow (makeLeaders/makeFollowers).
-    pub fn become_leader_or_follower(
-        self: &Rc<Self>,
-        topic: Arc<TopicInfo>,
-        parts: Vec<RoleChange>,
-        leaders: Arc<Vec<LeaderEndpoint>>,
-    ) -> LocalBoxFuture<Vec<ErrorCode>> {
-        for p in &parts {
-            self.assert_owned(&topic.name, p.partition);
-        }
-        let ids: Vec<PartitionKey> = parts
-            .iter()
-            .map(|p| (topic.name.clone(), p.partition))
-            .collect();
-        let partition_ids: Vec<i32> = parts.iter().map(|p| p.partition).collect();
-        let topic_name = topic.name.clone();
-        let applied = match self.prepare_new_logs(&topic, &partition_ids) {
-            // Nothing to create: applied now, in arrival order.
-            None => self.apply_role_changes(ids, topic, parts, leaders, PreparedLogs::new()),
-            // The controller sends a broker one request at a time, each
-            // answered after this future, so no later role change overtakes
-            // this one while its new logs are made.
-            Some(prepare) => {
-                let rm = self.clone();
-                Box::pin(async move {
-                    let prepared = prepare.await;
-                    rm.apply_role_changes(ids, topic, parts, leaders, prepared)
-                        .await
-                })
-            }
-        };
-        let rm = self.clone();
-        Box::pin(async move {
-            let mut codes = applied.await;
-            if rm
-                .sync_leader_epochs(&topic_name, &partition_ids)
-                .await
-                .is_err()
-            {
-                for code in codes.iter_mut().filter(|c| **c == errors::NONE) {
-                    *code = errors::KAFKA_STORAGE_ERROR;
-                }
-            }
-            codes
-        })
-    }
-
-    /// The synchronous step of LeaderAndIsr for one topic's partitions
-    /// (once they are quiesced), their new logs attached from `prepared`.
-    fn apply_role_changes(
-        self: &Rc<Self>,
-        ids: Vec<PartitionKey>,
-        topic: Arc<TopicInfo>,
-        parts: Vec<RoleChange>,
-        leaders: Arc<Vec<LeaderEndpoint>>,
-        mut prepared: PreparedLogs,
-    ) -> LocalBoxFuture<Vec<ErrorCode>> {
-        self.run_quiesced(ids, move |rm| {
-            let codes = rm.partitions_mut().become_leader_or_follower(
-                &topic,
-                &parts,
-                rm.broker_id,
-                now_ms() as i64,
-                &mut prepared,
-            );
-            rm.update_fetchers(&topic, &parts, &codes, &leaders);
-            // Fetches and produces parked on partitions that changed role re-check.
-            for p in &parts {
-                rm.on_high_watermark_advanced(&topic.name, p.partition);
-            }
-            codes
         })
     }
 
@@ -528,12 +460,13 @@ impl ReplicaManager {
             (topic, stopped)
         });
         Box::pin(async move {
-            // Answered once the deleted directories are renamed away, as
-            // Kafka renames before it answers.
-            let (topic, (mut codes, deletions)) = stopped.await;
-            for (i, deletion) in deletions {
-                if let Err(e) = dir_deleted(deletion).await {
-                    log::error!("deleting replica of {topic}: {e}");
+            // Answered once the logs are closed (flushed) or their
+            // directories renamed away, as Kafka's stopReplicas closes or
+            // renames before it answers.
+            let (topic, (mut codes, queued)) = stopped.await;
+            for (i, op) in queued {
+                if let Err(e) = log_dir_op_done(op).await {
+                    log::error!("stopping replica of {topic}: {e}");
                     codes[i] = errors::KAFKA_STORAGE_ERROR;
                 }
             }
@@ -544,7 +477,7 @@ impl ReplicaManager {
     /// Runs `apply` on partitions `ids` at once if none has staged appends
     /// (always so in buffered mode, keeping arrival order); otherwise fences
     /// their appends, waits for the staged ones to be written, then applies.
-    fn run_quiesced<R: 'static>(
+    pub(super) fn run_quiesced<R: 'static>(
         self: &Rc<Self>,
         ids: Vec<PartitionKey>,
         apply: impl FnOnce(&Rc<Self>) -> R + 'static,
@@ -567,49 +500,6 @@ impl ReplicaManager {
             rm.unfence_appends(|t, p| selects(&ids, t, p));
             r
         })
-    }
-
-    /// makeFollowers / makeLeaders for the fetchers: followed partitions fetch
-    /// from their new leader, led ones stop fetching.
-    fn update_fetchers(
-        self: &Rc<Self>,
-        topic: &TopicInfo,
-        parts: &[RoleChange],
-        codes: &[ErrorCode],
-        leaders: &[LeaderEndpoint],
-    ) {
-        assert_eq!(parts.len(), codes.len());
-        let mut stop = Vec::new();
-        let mut by_leader: BTreeMap<i32, Vec<FollowedPartition>> = BTreeMap::new();
-        for (rc, code) in parts.iter().zip(codes) {
-            if *code != errors::NONE {
-                continue;
-            }
-            if rc.leader == self.broker_id || rc.leader < 0 {
-                stop.push((topic.name.clone(), rc.partition));
-            } else {
-                by_leader
-                    .entry(rc.leader)
-                    .or_default()
-                    .push(FollowedPartition {
-                        topic: topic.name.clone(),
-                        partition: rc.partition,
-                        topic_id: topic.topic_id,
-                        leader_epoch: rc.leader_epoch,
-                    });
-            }
-        }
-        let mut fetchers = self.replica_fetchers.borrow_mut();
-        fetchers.remove_partitions(&stop);
-        for (leader, followed) in by_leader {
-            match leaders.iter().find(|l| l.broker_id == leader) {
-                Some(endpoint) => fetchers.add_partitions(self, endpoint.clone(), followed),
-                None => log::warn!(
-                    "no endpoint for leader {leader} of {}; not fetching",
-                    topic.name
-                ),
-            }
-        }
     }
 
     /// Registers a delayed fetch and makes sure the ticker wakes by its deadline.
@@ -776,11 +666,4 @@ impl std::future::Future for TickerWait<'_> {
         *self.rm.ticker_notify.borrow_mut() = Some(cx.waker().clone());
         std::task::Poll::Pending
     }
-}
-
-/// The result of a deleted log's rename off the shard.
-async fn dir_deleted(deletion: DirDeletion) -> std::io::Result<()> {
-    deletion
-        .await
-        .map_err(|_| std::io::Error::other("the log-dirs thread dropped a deletion"))?
 }

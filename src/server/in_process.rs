@@ -32,6 +32,7 @@ use crate::handlers::KafkaApis;
 use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::{parse_request, Chunk, FrameError, Response};
+use crate::replica::partitions::log_dir_op_done;
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// What the broker did with one request frame.
@@ -219,7 +220,10 @@ impl Drop for InProcessBroker {
             ctx.replica_manager.begin_shutdown();
             ctx.replica_manager.complete_parked_fetches();
             glommio::timer::sleep(Duration::from_millis(5)).await;
-            ctx.replica_manager.partitions_mut().close_all();
+            let closing = ctx.replica_manager.partitions_mut().close_all();
+            for (_, closed) in closing {
+                let _ = log_dir_op_done(closed).await;
+            }
         });
     }
 }

@@ -26,12 +26,14 @@ use crate::admin::embedded::EmbeddedAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::handlers::KafkaApis;
-use crate::metadata::checkpoints::{read_startup_checkpoints, CheckpointFiles, StartupCheckpoints};
+use crate::metadata::checkpoints::{
+    self, read_startup_checkpoints, CheckpointFiles, StartupCheckpoints,
+};
 use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::meta_properties::write_meta_properties;
 use crate::metadata::metadata_cache::{MetadataCache, MetadataImage};
 use crate::protocol::probe::{probe_port, PortProbe};
-use crate::replica::partitions::PreparedLogs;
+use crate::replica::partitions::{log_dir_op_done, PreparedLogs};
 use crate::replica::CheckpointEntry;
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::util::now_ms;
@@ -477,7 +479,15 @@ async fn stop_shard(broker: &Broker, ctx: &Rc<KafkaApis>, accept_tasks: Vec<Task
     ctx.replica_manager
         .quiesce_direct_writes(|_, _| true, Duration::from_secs(10))
         .await;
-    let entries = ctx.replica_manager.partitions_mut().close_all();
+    let closing = ctx.replica_manager.partitions_mut().close_all();
+    let mut entries = Vec::with_capacity(closing.len());
+    for (entry, closed) in closing {
+        // A log whose close failed is left out: the next start recovers it.
+        match log_dir_op_done(closed).await {
+            Ok(()) => entries.push(entry),
+            Err(e) => log::error!("closing {}-{}: {e}", entry.topic, entry.partition),
+        }
+    }
     broker
         .final_checkpoints
         .lock()
@@ -492,9 +502,11 @@ fn finish(broker: &Broker) -> Result<(), String> {
         // The registration goes now, not after the session timeout.
         c.close_session();
     }
-    // Closing the logs wrote producer snapshots whose fsyncs are queued.
+    // Rolls wrote producer snapshots whose fsyncs may still be queued.
     kshard_shards::log::producer_state::wait_for_snapshot_syncs();
     crate::replica::partition::leader_epoch_writes::wait_for_leader_epoch_writes();
+    // A periodic write still queued would replace the final one.
+    checkpoints::wait_for_queued_writes();
     let errors = broker.startup_errors.lock().expect("errors").clone();
     let entries = broker
         .final_checkpoints
@@ -559,7 +571,9 @@ pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
         if ctx.shard_id == CONTROLLER_SHARD && now - last_checkpoint >= checkpoint_every_ms {
             last_checkpoint = now;
             let entries = shard::collect_checkpoints(&ctx).await;
-            if let Err(e) = write_checkpoints(&ctx.log_dir, &entries) {
+            let log_dir = ctx.log_dir.clone();
+            let written = checkpoints::write_queued(move || write_checkpoints(&log_dir, &entries));
+            if let Err(e) = written.await {
                 log::error!("writing checkpoints: {e}");
             }
         }

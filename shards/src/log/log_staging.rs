@@ -7,9 +7,42 @@ use std::io;
 use super::super::config::IoMode;
 use super::super::direct_write::{tail_block, DirectWrite, StagedAppend, MAX_DIRECT_WRITE_BYTES};
 use super::super::patched::PatchedRecords;
+use super::super::segment::NewSegmentFiles;
 use super::super::FileSlice;
 use super::super::LogAppendInfo;
+use super::super::LogConfig;
 use super::{check_append_shape, invalid_input, Log, ReadInfo};
+
+/// What the writer of a log's staged appends does next (`begin_write`).
+pub enum WriteStep {
+    /// Write these appends, then `complete_write`.
+    Write(DirectWrite),
+    /// The first staged append needs a new segment: make its files off the
+    /// shard (`NewSegmentJob::run`), hand them to `segment_prepared`, then
+    /// ask again. Appends keep being staged meanwhile.
+    PrepareSegment(NewSegmentJob),
+    /// Nothing to write now: none staged, a write in flight, or the log
+    /// failed.
+    Idle,
+}
+
+/// A roll's new segment, to be made off the shard. On ext4 creating and
+/// sizing its files waits for the journal while other fsyncs commit: tens
+/// to hundreds of milliseconds held on the shard.
+pub struct NewSegmentJob {
+    dir: std::path::PathBuf,
+    base_offset: i64,
+    config: LogConfig,
+}
+
+impl NewSegmentJob {
+    /// Creates the segment's files, indexes preallocated and mapped; blocks.
+    pub fn run(&self) -> io::Result<NewSegmentFiles> {
+        let mut files = NewSegmentFiles::create(&self.dir, self.base_offset, &self.config)?;
+        files.map_for_appends()?;
+        Ok(files)
+    }
+}
 
 impl Log {
     /// The next offset to assign: the log end offset plus what is staged
@@ -81,16 +114,44 @@ impl Log {
         Ok(())
     }
 
+    /// `begin_write` with a new segment's files made here, on the caller's
+    /// thread (tests, tools).
+    pub fn begin_write_now(&mut self, now_ms: i64) -> io::Result<Option<DirectWrite>> {
+        loop {
+            match self.begin_write(now_ms)? {
+                WriteStep::Write(write) => return Ok(Some(write)),
+                WriteStep::Idle => return Ok(None),
+                WriteStep::PrepareSegment(job) => self.segment_prepared(job.run()?),
+            }
+        }
+    }
+
+    /// The files `WriteStep::PrepareSegment` asked for: the roll they are
+    /// for happens at the next `begin_write`.
+    pub fn segment_prepared(&mut self, files: NewSegmentFiles) {
+        assert!(
+            self.staging.next_segment.is_none(),
+            "one new segment at a time"
+        );
+        assert_eq!(
+            files.base_offset(),
+            self.log_end_offset,
+            "nothing is written while a new segment is made"
+        );
+        self.staging.next_segment = Some(files);
+    }
+
     /// Plans the next write, if none is in flight and appends are staged:
-    /// rolls first if the first append needs it, then takes the appends
-    /// that fit the active segment, at most `MAX_DIRECT_WRITE_BYTES` (or
-    /// one larger append).
-    pub fn begin_write(&mut self, now_ms: i64) -> io::Result<Option<DirectWrite>> {
+    /// rolls first if the first append needs it (asking for the new
+    /// segment's files first: creating them waits on the file system), then
+    /// takes the appends that fit the active segment, at most
+    /// `MAX_DIRECT_WRITE_BYTES` (or one larger append).
+    pub fn begin_write(&mut self, now_ms: i64) -> io::Result<WriteStep> {
         if self.staging.in_flight_end.is_some() || self.staging.failed.is_some() {
-            return Ok(None);
+            return Ok(WriteStep::Idle);
         }
         let Some(first) = self.staging.queue.front() else {
-            return Ok(None);
+            return Ok(WriteStep::Idle);
         };
         let (len, max_ts, last) = (
             first.records.len() as u64,
@@ -105,7 +166,18 @@ impl Log {
             .should_roll(&config, len, max_ts, last, now_ms)
         {
             let leo = self.log_end_offset;
-            if self.roll_segment(leo, now_ms)?.is_some() {
+            let active = self.active();
+            // An empty active segment at the log end stays (no roll).
+            if !(active.is_empty() && active.base_offset() == leo) {
+                let Some(files) = self.staging.next_segment.take() else {
+                    return Ok(WriteStep::PrepareSegment(NewSegmentJob {
+                        dir: self.dir.clone(),
+                        base_offset: leo,
+                        config,
+                    }));
+                };
+                let rolled = self.roll_segment_with(leo, now_ms, Some(files))?;
+                assert_eq!(rolled, Some(leo));
                 self.staging.rolled = true;
             }
         }
@@ -181,7 +253,7 @@ impl Log {
             "a direct write starts at the log end offset"
         );
         self.staging.in_flight_end = Some(write.end_offset());
-        Ok(Some(write))
+        Ok(WriteStep::Write(write))
     }
 
     /// The write planned by `begin_write` finished with `result`. On

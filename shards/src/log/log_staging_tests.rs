@@ -71,7 +71,7 @@ fn assert_bytes(actual: &[u8], expected: &[u8], what: &str) {
 /// Writes everything staged, one write at a time; returns the writes made.
 async fn write_staged(log: &mut Log) -> usize {
     let mut writes = 0;
-    while let Some(mut w) = log.begin_write(NOW).unwrap() {
+    while let Some(mut w) = log.begin_write_now(NOW).unwrap() {
         let r = w.execute().await;
         log.complete_write(w, r).unwrap();
         writes += 1;
@@ -92,9 +92,9 @@ fn staged_appends_are_invisible_until_written_then_exact() {
         assert_eq!(log.log_end_offset(), 0);
         assert_eq!(log.next_offset(), 6);
         assert!(read_all(&log, 0).is_empty());
-        let mut w = log.begin_write(NOW).unwrap().expect("a write");
+        let mut w = log.begin_write_now(NOW).unwrap().expect("a write");
         assert!(
-            log.begin_write(NOW).unwrap().is_none(),
+            log.begin_write_now(NOW).unwrap().is_none(),
             "one write at a time"
         );
         assert_eq!(w.end_offset(), 6, "the three appends go as one write");
@@ -233,7 +233,7 @@ fn flush_waits_for_the_write_in_flight() {
         stage_batch(&mut log, 1, 100);
         write_staged(&mut log).await;
         stage_batch(&mut log, 1, 100);
-        let mut w = log.begin_write(NOW).unwrap().unwrap();
+        let mut w = log.begin_write_now(NOW).unwrap().unwrap();
         log.flush().unwrap();
         assert_eq!(log.recovery_point(), 0, "deferred while writing");
         let r = w.execute().await;
@@ -271,7 +271,7 @@ fn a_failed_write_stops_the_log_cleanly() {
         let written = stage_batch(&mut log, 1, 100);
         write_staged(&mut log).await;
         stage_batch(&mut log, 1, 100);
-        let w = log.begin_write(NOW).unwrap().unwrap();
+        let w = log.begin_write_now(NOW).unwrap().unwrap();
         stage_batch(&mut log, 1, 100);
         let err = log.complete_write(w, Err(io::Error::other("device gone")));
         assert!(err.is_err());
@@ -279,7 +279,45 @@ fn a_failed_write_stops_the_log_cleanly() {
         assert!(!log.stages_appends());
         assert!(!log.has_staged_writes(), "staged appends were dropped");
         assert_eq!(log.next_offset(), log.log_end_offset());
-        assert!(log.begin_write(NOW).unwrap().is_none());
+        assert!(log.begin_write_now(NOW).unwrap().is_none());
         assert_bytes(&read_all(&log, 0), &written, "read back");
+    });
+}
+
+#[test]
+fn a_roll_waits_for_its_segment_made_elsewhere_while_appends_stay_staged() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(8192), 0);
+        let mut expected = stage_batch(&mut log, 1, 6000);
+        assert_eq!(write_staged(&mut log).await, 1);
+        assert_eq!(log.segment_count(), 1);
+        // The next batch does not fit: the roll asks for its files first.
+        expected.extend(stage_batch(&mut log, 1, 6000));
+        let WriteStep::PrepareSegment(job) = log.begin_write(NOW).unwrap() else {
+            panic!("the roll's segment is asked for");
+        };
+        let new_log_file = segment_file_path(dir.path(), 1, LOG_FILE_SUFFIX);
+        assert!(!new_log_file.exists(), "no file made on the log's thread");
+        // Appends keep being staged while the files are made elsewhere.
+        expected.extend(stage_batch(&mut log, 1, 10));
+        let files = std::thread::spawn(move || job.run())
+            .join()
+            .unwrap()
+            .unwrap();
+        assert!(new_log_file.exists());
+        assert_eq!(log.log_end_offset(), 1, "nothing written meanwhile");
+        log.segment_prepared(files);
+        assert_eq!(write_staged(&mut log).await, 1);
+        assert_eq!(log.segment_base_offsets(), vec![0, 1]);
+        assert_eq!(log.log_end_offset(), 3);
+        // A read stays within one segment.
+        let both = |log: &Log| [read_all(log, 0), read_all(log, 1)].concat();
+        assert_bytes(&both(&log), &expected, "read back across the roll");
+        let leo = log.log_end_offset();
+        log.close().unwrap();
+        let (log, stats) = open(dir.path(), staged_config(8192), leo);
+        assert_eq!(stats.segments_scanned, 0);
+        assert_bytes(&both(&log), &expected, "reopened");
     });
 }

@@ -297,6 +297,20 @@ impl ProducerStateManager {
     /// queue (shutdown). Only each producer's last batch is persisted, as
     /// in Kafka.
     pub fn take_snapshot(&mut self, offset: i64) -> io::Result<()> {
+        let snapshot = self.snapshot_file(offset);
+        snapshot.write()?;
+        let path = snapshot.path;
+        SNAPSHOT_SYNCS.push(move || {
+            if let Err(e) = sync_snapshot(&path) {
+                log::warn!("producer snapshot {}: fsync: {e}", path.display());
+            }
+        });
+        Ok(())
+    }
+
+    /// The snapshot `take_snapshot` writes, to be written elsewhere (a
+    /// closing partition's, on the `log-dirs` thread).
+    pub fn snapshot_file(&self, offset: i64) -> SnapshotFile {
         assert!(offset >= 0, "snapshot offset {offset}");
         let mut ids: Vec<&i64> = self.producers.keys().collect();
         ids.sort_unstable();
@@ -318,17 +332,10 @@ impl ProducerStateManager {
         }
         let crc = crc32c::crc32c(&buf[SNAPSHOT_ENTRIES_OFFSET..]);
         buf[SNAPSHOT_CRC_OFFSET..SNAPSHOT_ENTRIES_OFFSET].copy_from_slice(&crc.to_be_bytes());
-
-        let path = snapshot_path(&self.dir, offset);
-        let tmp = path.with_extension("snapshot.tmp");
-        File::create(&tmp)?.write_all(&buf)?;
-        fs::rename(&tmp, &path)?;
-        SNAPSHOT_SYNCS.push(move || {
-            if let Err(e) = sync_snapshot(&path) {
-                log::warn!("producer snapshot {}: fsync: {e}", path.display());
-            }
-        });
-        Ok(())
+        SnapshotFile {
+            path: snapshot_path(&self.dir, offset),
+            bytes: buf,
+        }
     }
 
     /// On log open: drops snapshots above `log_end_offset`, loads the newest
@@ -442,6 +449,28 @@ impl ProducerStateManager {
 
 /// Snapshot fsyncs, off the shards.
 static SNAPSHOT_SYNCS: BackgroundQueue = BackgroundQueue::new("snapshot-sync");
+
+/// A producer snapshot's name and bytes (`ProducerStateManager::snapshot_file`).
+pub struct SnapshotFile {
+    path: PathBuf,
+    bytes: Vec<u8>,
+}
+
+impl SnapshotFile {
+    /// Writes the snapshot: a tmp file, renamed into place.
+    fn write(&self) -> io::Result<()> {
+        let tmp = self.path.with_extension("snapshot.tmp");
+        File::create(&tmp)?.write_all(&self.bytes)?;
+        fs::rename(&tmp, &self.path)
+    }
+
+    /// `write`, then fsyncs the snapshot and its directory; blocks, so it
+    /// runs off the shard.
+    pub fn write_synced(self) -> io::Result<()> {
+        self.write()?;
+        sync_snapshot(&self.path)
+    }
+}
 
 /// A snapshot deleted (log truncated or deleted) before its turn needs no
 /// fsync.

@@ -166,12 +166,39 @@ impl NewSegmentFiles {
     }
 }
 
-/// A closed segment's files, `Send`: closing them (`close`, `munmap`) may
-/// wait on the file system, so a deleted log's are dropped off the shard.
-pub struct ClosedSegmentFiles {
-    _log: DiskFile,
-    _offset_index: OffsetIndex,
-    _time_index: TimeIndex,
+/// A segment being closed or deleted off the shard (`Log::close_queued`,
+/// `Log::delete_queued`): its files, which are `Send`. Dropped as it is,
+/// the files just close (`close`, `munmap`, which may wait on the file
+/// system); `close` first trims and fsyncs them as a clean close must.
+pub struct ClosingSegment {
+    log: DiskFile,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    /// The active segment's size: its indexes are unmapped and trimmed to
+    /// their entries, and its log file to its batches.
+    trim_to_bytes: Option<u64>,
+    /// Appended to since its last fsync.
+    dirty: bool,
+}
+
+impl ClosingSegment {
+    /// What `on_become_inactive` and `sync` do to a closing segment's
+    /// files; blocks, so it runs off the shard.
+    pub fn close(mut self) -> io::Result<()> {
+        if let Some(size_bytes) = self.trim_to_bytes {
+            self.offset_index.unmap_and_trim()?;
+            self.time_index.unmap_and_trim()?;
+            if self.log.file_len()? != size_bytes {
+                self.log.set_len(size_bytes)?;
+            }
+        }
+        if self.dirty {
+            self.log.sync_data()?;
+            self.offset_index.sync()?;
+            self.time_index.sync()?;
+        }
+        Ok(())
+    }
 }
 
 pub struct LogSegment {
@@ -296,21 +323,34 @@ impl LogSegment {
         Ok((seg, indexes_ok))
     }
 
-    /// The segment's files, to be closed elsewhere; the direct-mode writer
-    /// (bound to this shard's executor) is dropped here.
-    pub fn into_closed_files(self) -> ClosedSegmentFiles {
+    /// The segment's files, to be closed elsewhere (`ClosingSegment`).
+    /// The active segment's final time-index entry is added here, as
+    /// `on_become_inactive` adds it; the direct-mode writer (bound to this
+    /// shard's executor, and with no staged write left) is dropped here.
+    pub fn into_closing(mut self, active: bool) -> ClosingSegment {
+        if active && self.max_timestamp_so_far >= 0 {
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                true,
+            );
+        }
         let LogSegment {
             log,
             offset_index,
             time_index,
             direct,
+            size_bytes,
+            dirty,
             ..
         } = self;
         drop(direct);
-        ClosedSegmentFiles {
-            _log: log,
-            _offset_index: offset_index,
-            _time_index: time_index,
+        ClosingSegment {
+            log,
+            offset_index,
+            time_index,
+            trim_to_bytes: active.then_some(size_bytes),
+            dirty: dirty || active,
         }
     }
 

@@ -302,6 +302,13 @@ pub(crate) mod test_support {
 
     pub const NOW_MS: i64 = 1_700_000_000_000;
 
+    /// Closes `p` and waits for its queued close (fsyncs) to finish.
+    pub fn close_and_wait(p: Partition) {
+        let closed = p.close().unwrap();
+        futures_lite::future::block_on(crate::replica::partition::log_dir_op_done(closed.closed))
+            .unwrap();
+    }
+
     pub fn temp_dir(name: &str) -> PathBuf {
         static N: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -615,7 +622,7 @@ mod tests {
         let again = batch(30, 3, 3);
         p.append_records_as_follower(&again, NOW_MS).ok().unwrap();
         assert_eq!(p.log.log_end_offset(), 33);
-        p.close().unwrap();
+        close_and_wait(p);
         let p = follower_in(&dir, 0, 0, &[]);
         assert_eq!(p.log.log_end_offset(), 33);
         assert_eq!(log_bytes(&p, 0), fetched);
@@ -800,7 +807,7 @@ mod tests {
         assert!(p.truncate_to(3, NOW_MS).unwrap());
         assert_eq!(p.log.log_end_offset(), 2);
         assert_eq!(p.producer_state.last_entry(5).unwrap().last_seq(), 1);
-        p.close().unwrap();
+        close_and_wait(p);
         let p = follower_in(&dir, 0, 0, &[("segment.bytes", "14")]);
         assert_eq!(p.log.log_end_offset(), 2);
         assert_eq!(p.leader_epoch_cache.entries()[0], (0, 0));

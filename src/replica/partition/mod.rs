@@ -16,12 +16,30 @@ use uuid::Uuid;
 use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
 use kshard_shards::log::config::{IoMode, LogConfig};
 use kshard_shards::log::direct_write::DirectWrite;
-use kshard_shards::log::log::{Log, ReadError};
+use kshard_shards::log::log::{Log, ReadError, WriteStep};
 use kshard_shards::log::log_create::PreparedLog;
 use kshard_shards::log::patched::PatchedRecords;
 use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
 use kshard_shards::log::validate::{ValidationConfig, ValidationError, Validator};
 use kshard_shards::log::FileSlice;
+
+/// A log's close or deletion queued on the `log-dirs` thread
+/// (`Log::close_queued`, `Log::delete_queued`); resolves with its result.
+pub type LogDirOp = futures_channel::oneshot::Receiver<io::Result<()>>;
+
+/// Waits for `op`'s result.
+pub async fn log_dir_op_done(op: LogDirOp) -> io::Result<()> {
+    op.await
+        .map_err(|_| io::Error::other("the log-dirs thread dropped a job"))?
+}
+
+/// A closed partition: where its log ended and started, and its close,
+/// whose success makes the log end offset its recovery point.
+pub struct ClosedPartition {
+    pub log_end_offset: i64,
+    pub log_start_offset: i64,
+    pub closed: LogDirOp,
+}
 
 use crate::config::topic::TopicConfig;
 use crate::protocol::errors;
@@ -423,8 +441,9 @@ impl Partition {
         }
     }
 
-    /// The next asynchronous write of staged appends, if one can start.
-    pub fn begin_direct_write(&mut self, now_ms: i64) -> io::Result<Option<DirectWrite>> {
+    /// The next step of writing staged appends: a write that can start, a
+    /// roll's new segment to make first, or nothing.
+    pub fn begin_direct_write(&mut self, now_ms: i64) -> io::Result<WriteStep> {
         self.log.begin_write(now_ms)
     }
 
@@ -513,16 +532,27 @@ impl Partition {
         out
     }
 
-    pub fn close(self) -> io::Result<(i64, i64)> {
+    /// Queues the log's close (fsyncs, file closes) and then the producer
+    /// snapshot at its end on the `log-dirs` thread: on ext4 creating and
+    /// renaming the snapshot file waits on the journal as fsyncs do.
+    pub fn close(self) -> io::Result<ClosedPartition> {
         let Partition {
             log,
-            mut producer_state,
+            producer_state,
             ..
         } = self;
-        let leo = log.log_end_offset();
-        let lso = log.log_start_offset();
-        producer_state.take_snapshot(leo)?;
-        log.close()?;
-        Ok((leo, lso))
+        let log_end_offset = log.log_end_offset();
+        let log_start_offset = log.log_start_offset();
+        let snapshot = producer_state.snapshot_file(log_end_offset);
+        let (done, closed) = futures_channel::oneshot::channel();
+        log.close_queued(move |synced| {
+            // A snapshot is never ahead of a synced log.
+            let _ = done.send(synced.and_then(|()| snapshot.write_synced()));
+        })?;
+        Ok(ClosedPartition {
+            log_end_offset,
+            log_start_offset,
+            closed,
+        })
     }
 }

@@ -26,12 +26,11 @@ use crate::replica::parts::*;
 /// partition (`ReplicaManager::prepare_new_logs`).
 pub type PreparedLogs = HashMap<i32, kshard_shards::log::log_create::PreparedLog>;
 
-/// The rename of a deleted log's directory, done off the shard.
-pub type DirDeletion = futures_channel::oneshot::Receiver<io::Result<()>>;
+pub use crate::replica::partition::{log_dir_op_done, LogDirOp};
 
 /// Closes `log`'s files and renames its directory away on the `log-dirs`
 /// thread (`Log::delete_queued`).
-pub fn delete_log_queued(log: kshard_shards::log::Log) -> DirDeletion {
+pub fn delete_log_queued(log: kshard_shards::log::Log) -> LogDirOp {
     let (done, deleted) = futures_channel::oneshot::channel();
     log.delete_queued(move |r| {
         let _ = done.send(r);
@@ -310,8 +309,8 @@ impl Partitions {
     }
 
     /// Deletes every log of `topic` on this shard; each directory is
-    /// renamed away when its `DirDeletion` resolves.
-    pub fn delete_topic(&mut self, topic: &str) -> Vec<DirDeletion> {
+    /// renamed away when its `LogDirOp` resolves.
+    pub fn delete_topic(&mut self, topic: &str) -> Vec<LogDirOp> {
         let Some(parts) = self.topics.remove(topic) else {
             return Vec::new();
         };
@@ -790,8 +789,9 @@ impl Partitions {
         out
     }
 
-    /// Clean shutdown: flush and close every log; returns final checkpoints.
-    pub fn close_all(&mut self) -> Vec<CheckpointEntry> {
+    /// Closes every partition (shutdown): each entry's recovery point
+    /// holds once its close resolves Ok.
+    pub fn close_all(&mut self) -> Vec<(CheckpointEntry, LogDirOp)> {
         let mut out = Vec::new();
         for (topic, parts) in self.topics.drain() {
             for (partition, p) in parts {
@@ -799,14 +799,17 @@ impl Partitions {
                 let high_watermark = p.high_watermark();
                 self.cleaner.forget(p.log.dir());
                 match p.close() {
-                    Ok((leo, lso)) => out.push(CheckpointEntry {
-                        topic: topic.clone(),
-                        partition,
-                        recovery_point: leo,
-                        log_start_offset: lso,
-                        cleaner_offset,
-                        high_watermark,
-                    }),
+                    Ok(closed) => out.push((
+                        CheckpointEntry {
+                            topic: topic.clone(),
+                            partition,
+                            recovery_point: closed.log_end_offset,
+                            log_start_offset: closed.log_start_offset,
+                            cleaner_offset,
+                            high_watermark,
+                        },
+                        closed.closed,
+                    )),
                     Err(e) => log::error!("closing {topic}-{partition}: {e}"),
                 }
             }

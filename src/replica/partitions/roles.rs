@@ -5,7 +5,7 @@
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
 
-use super::{delete_log_queued, DirDeletion, Partitions};
+use super::{delete_log_queued, LogDirOp, Partitions};
 use crate::protocol::errors::ErrorCode;
 use crate::replica::parts::{RoleChange, StopReplicaPart};
 
@@ -149,16 +149,16 @@ impl Partitions {
     }
 
     /// StopReplica: closes the logs (the data stays unless `delete`). A
-    /// deleted log's directory is renamed off the shard: its code is known
-    /// once its `DirDeletion` resolves (listed with the code's index).
+    /// log is closed, or its directory renamed, off the shard: its code is
+    /// known once its `LogDirOp` resolves (listed with the code's index).
     pub fn stop_replicas(
         &mut self,
         topic: &str,
         parts: &[StopReplicaPart],
         delete: bool,
-    ) -> (Vec<ErrorCode>, Vec<(usize, DirDeletion)>) {
+    ) -> (Vec<ErrorCode>, Vec<(usize, LogDirOp)>) {
         let mut codes = Vec::with_capacity(parts.len());
-        let mut deletions = Vec::new();
+        let mut queued = Vec::new();
         for &StopReplicaPart {
             partition: p,
             leader_epoch: epoch,
@@ -184,20 +184,23 @@ impl Partitions {
             }
             if delete {
                 self.cleaner.forget(partition.log.dir());
-                deletions.push((codes.len(), delete_log_queued(partition.log)));
+                queued.push((codes.len(), delete_log_queued(partition.log)));
                 codes.push(errors::NONE);
                 continue;
             }
             let dir = partition.log.dir().to_path_buf();
             match partition.close() {
-                Ok(_) => codes.push(errors::NONE),
+                Ok(closed) => {
+                    queued.push((codes.len(), closed.closed));
+                    codes.push(errors::NONE);
+                }
                 Err(e) => {
                     log::error!("stopping replica {topic}-{p} in dir {}: {e}", dir.display());
                     codes.push(errors::KAFKA_STORAGE_ERROR);
                 }
             }
         }
-        (codes, deletions)
+        (codes, queued)
     }
 
     /// ISR changes waiting to go to the controller.
