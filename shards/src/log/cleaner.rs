@@ -44,8 +44,10 @@ pub const SWAP_SUFFIX: &str = ".swap";
 /// Kafka's `log.cleaner.dedupe.buffer.size` is 128 MiB for all cleaner
 /// threads; each kshard shard has its own map.
 pub const DEFAULT_DEDUPE_BUFFER_BYTES: usize = 16 * 1024 * 1024;
-/// Input bytes one [`LogCleaner::step`] reads at most (one batch may exceed it).
-pub const DEFAULT_STEP_BYTES: u64 = 4 * 1024 * 1024;
+/// Input bytes one [`LogCleaner::step`] reads at most (one batch may exceed
+/// it): about 2-3 ms of a shard here, mapping or rewriting. The broker runs
+/// steps back to back while a pass has work, the shard serving in between.
+pub const DEFAULT_STEP_BYTES: u64 = 1024 * 1024;
 /// Batches larger than this are refused (corruption, not data).
 const MAX_BATCH_BYTES: usize = 64 * 1024 * 1024;
 
@@ -163,6 +165,9 @@ pub enum Step {
     Idle,
     /// More steps needed.
     InProgress,
+    /// More steps needed once a cleaned group's fsyncs, running off the
+    /// shard, are done: step again a little later.
+    WaitingForSync,
     /// The pass finished and the checkpoint moved.
     Done(CleanStats),
 }
@@ -337,8 +342,8 @@ impl LogCleaner {
         loop {
             match self.step(log, last_data_offset_of, now_ms)? {
                 Step::Done(stats) => return Ok(Some(stats)),
-                // Perhaps a group's fsync still running (`start_sync`).
-                Step::InProgress => std::thread::sleep(std::time::Duration::from_micros(100)),
+                Step::InProgress => {}
+                Step::WaitingForSync => std::thread::sleep(std::time::Duration::from_micros(100)),
                 Step::Idle => return Ok(None),
             }
         }
@@ -398,7 +403,7 @@ impl LogCleaner {
                         if !sync.is_finished() {
                             // The group's fsyncs run off the shard; look
                             // again next step.
-                            return Ok(Step::InProgress);
+                            return Ok(Step::WaitingForSync);
                         }
                         let g = group.take().expect("in progress");
                         let last = *g.bases.last().expect("non-empty group");

@@ -597,6 +597,7 @@ fn steps_are_bounded() {
         match c.step(&mut log, &no_producers, T0).unwrap() {
             Step::Done(_) => break,
             Step::InProgress => {}
+            Step::WaitingForSync => std::thread::sleep(std::time::Duration::from_micros(100)),
             Step::Idle => panic!("pass lost"),
         }
     }

@@ -63,6 +63,8 @@ pub struct Partitions {
     /// Kafka's `log.cleaner.backoff.ms`: the wait after finding nothing to clean.
     cleaner_backoff_ms: i64,
     next_cleaner_check_ms: i64,
+    /// The partition the cleaner's pass is on.
+    cleaning: Option<(String, i32)>,
     /// `log.cleaner.enable`.
     cleaner_enabled: bool,
     /// Cluster mode: a partition this broker does not hold is another
@@ -132,6 +134,7 @@ impl Partitions {
             cleaner_backoff_ms: DEFAULT_CLEANER_BACKOFF_MS,
             cleaner_enabled: true,
             next_cleaner_check_ms: 0,
+            cleaning: None,
             log_dir,
             topics: HashMap::new(),
             validator: Validator::new(),
@@ -699,7 +702,6 @@ impl Partitions {
                 }
             }
         }
-        self.clean_step(now_ms);
     }
 
     /// `log.cleaner.enable`: false leaves compacted topics uncleaned, as in Kafka.
@@ -713,16 +715,18 @@ impl Partitions {
         self.next_cleaner_check_ms = 0;
     }
 
-    /// One bounded slice of cleaning (a few MiB of I/O): continues the
-    /// pass in progress, or, when due, starts one on the filthiest
-    /// compacted log, as Kafka's cleaner thread does between backoffs.
-    fn clean_step(&mut self, now_ms: i64) {
+    /// One bounded slice of cleaning (`CleanerConfig::step_bytes` of
+    /// input): continues the pass in progress, or, when due, starts one on
+    /// the filthiest compacted log, as Kafka's cleaner thread does between
+    /// backoffs. `Step::Idle` when there was nothing to do.
+    pub fn clean_step(&mut self, now_ms: i64) -> Step {
         if !self.cleaner_enabled {
-            return;
+            return Step::Idle;
         }
         if self.cleaner.in_progress().is_none() {
+            self.cleaning = None;
             if now_ms < self.next_cleaner_check_ms {
-                return;
+                return Step::Idle;
             }
             let filthiest = self
                 .topics
@@ -733,25 +737,28 @@ impl Partitions {
                 .map(|(_, p)| (p.topic.clone(), p.partition));
             let Some((topic, partition)) = filthiest else {
                 self.next_cleaner_check_ms = now_ms.saturating_add(self.cleaner_backoff_ms);
-                return;
+                return Step::Idle;
             };
             let p = &self.topics[&topic][&partition];
             self.cleaner.start(&p.log, now_ms);
+            self.cleaning = Some((topic, partition));
         }
         let dir = self.cleaner.in_progress().map(|d| d.to_path_buf());
-        let Some(p) = self
-            .topics
-            .values_mut()
-            .flat_map(|parts| parts.values_mut())
-            .find(|p| Some(p.log.dir()) == dir.as_deref())
-        else {
+        let p = self
+            .cleaning
+            .as_ref()
+            .and_then(|(t, p)| self.topics.get_mut(t)?.get_mut(p))
+            .filter(|p| Some(p.log.dir()) == dir.as_deref());
+        let Some(p) = p else {
             self.cleaner.abort(); // deleted while being cleaned
-            return;
+            self.cleaning = None;
+            return Step::Idle;
         };
         let producers = &p.producer_state;
         let last_data_offset_of =
             |pid: i64| producers.last_entry(pid).map(|e| e.last_data_offset());
-        match self.cleaner.step(&mut p.log, &last_data_offset_of, now_ms) {
+        let step = self.cleaner.step(&mut p.log, &last_data_offset_of, now_ms);
+        match &step {
             Ok(Step::Done(s)) => log::info!(
                 "cleaned {}-{}: offsets {}..{}, {} of {} records kept, {} -> {} bytes, {} groups",
                 p.topic,
@@ -770,6 +777,7 @@ impl Partitions {
                 self.next_cleaner_check_ms = now_ms.saturating_add(self.cleaner_backoff_ms);
             }
         }
+        step.unwrap_or(Step::Idle)
     }
 
     pub fn checkpoints(&self) -> Vec<CheckpointEntry> {
