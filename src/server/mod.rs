@@ -568,7 +568,7 @@ async fn cleaner_loop(ctx: Rc<KafkaApis>) {
             .clean_step(now_ms() as i64);
         match step {
             Step::InProgress => glommio::timer::sleep(CLEANER_STEP_PAUSE).await,
-            Step::WaitingForSync => glommio::timer::sleep(CLEANER_SYNC_POLL).await,
+            Step::WaitingOffShard => glommio::timer::sleep(CLEANER_SYNC_POLL).await,
             Step::Idle | Step::Done(_) => glommio::timer::sleep(CLEANER_IDLE_SLEEP).await,
         }
     }

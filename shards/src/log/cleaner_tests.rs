@@ -597,11 +597,33 @@ fn steps_are_bounded() {
         match c.step(&mut log, &no_producers, T0).unwrap() {
             Step::Done(_) => break,
             Step::InProgress => {}
-            Step::WaitingForSync => std::thread::sleep(std::time::Duration::from_micros(100)),
+            Step::WaitingOffShard => std::thread::sleep(std::time::Duration::from_micros(100)),
             Step::Idle => panic!("pass lost"),
         }
     }
     // One batch per step: 15 to map, 15 to rewrite (plus group boundaries).
     assert!(steps >= 30, "{steps}");
+    assert_eq!(read_all(&log).0.len(), 4);
+}
+
+#[test]
+fn a_dedupe_map_made_on_another_thread_is_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = build_three_segment_log(&tmp.path().join("t-0"));
+    let config = CleanerConfig {
+        dedupe_buffer_bytes: 1 << 20,
+        step_bytes: 1 << 20,
+    };
+    let mut c = LogCleaner::new(config.clone());
+    assert!(!c.has_map());
+    let map = std::thread::spawn(move || LogCleaner::new_map(&config))
+        .join()
+        .unwrap();
+    let slots = map.slots();
+    c.install_map(map);
+    assert!(c.has_map());
+    let stats = c.clean_now(&mut log, &no_producers, T0).unwrap();
+    assert!(stats.is_some(), "the log was due");
+    assert_eq!(c.map.as_ref().map(|m| m.slots()), Some(slots));
     assert_eq!(read_all(&log).0.len(), 4);
 }

@@ -65,6 +65,8 @@ pub struct Partitions {
     next_cleaner_check_ms: i64,
     /// The partition the cleaner's pass is on.
     cleaning: Option<(String, i32)>,
+    /// The cleaner's dedupe map being made off the shard.
+    cleaner_map: Option<std::thread::JoinHandle<kshard_shards::log::offset_map::OffsetMap>>,
     /// `log.cleaner.enable`.
     cleaner_enabled: bool,
     /// Cluster mode: a partition this broker does not hold is another
@@ -135,6 +137,7 @@ impl Partitions {
             cleaner_enabled: true,
             next_cleaner_check_ms: 0,
             cleaning: None,
+            cleaner_map: None,
             log_dir,
             topics: HashMap::new(),
             validator: Validator::new(),
@@ -715,6 +718,41 @@ impl Partitions {
         self.next_cleaner_check_ms = 0;
     }
 
+    /// Whether the cleaner has its dedupe map; if not, has it made on a
+    /// thread of its own (once per shard) and installs it when done.
+    fn cleaner_map_ready(&mut self) -> bool {
+        if self.cleaner.has_map() {
+            return true;
+        }
+        match self.cleaner_map.take() {
+            Some(made) if made.is_finished() => {
+                // Without it (the thread failed), `start` makes the map here.
+                if let Ok(map) = made.join() {
+                    self.cleaner.install_map(map);
+                }
+                true
+            }
+            Some(making) => {
+                self.cleaner_map = Some(making);
+                false
+            }
+            None => {
+                let config = self.cleaner.config().clone();
+                match std::thread::Builder::new()
+                    .name("cleaner-map".into())
+                    .spawn(move || LogCleaner::new_map(&config))
+                {
+                    Ok(making) => {
+                        self.cleaner_map = Some(making);
+                        false
+                    }
+                    // No thread: `start` makes the map here.
+                    Err(_) => true,
+                }
+            }
+        }
+    }
+
     /// One bounded slice of cleaning (`CleanerConfig::step_bytes` of
     /// input): continues the pass in progress, or, when due, starts one on
     /// the filthiest compacted log, as Kafka's cleaner thread does between
@@ -739,6 +777,9 @@ impl Partitions {
                 self.next_cleaner_check_ms = now_ms.saturating_add(self.cleaner_backoff_ms);
                 return Step::Idle;
             };
+            if !self.cleaner_map_ready() {
+                return Step::WaitingOffShard;
+            }
             let p = &self.topics[&topic][&partition];
             self.cleaner.start(&p.log, now_ms);
             self.cleaning = Some((topic, partition));
