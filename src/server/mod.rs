@@ -532,8 +532,9 @@ fn finish(broker: &Broker) -> Result<(), String> {
     Ok(())
 }
 
-/// How often an idle cleaner looks for a log to clean, and its wait for a
-/// cleaned group's fsyncs.
+/// How often an idle cleaner looks for a log to clean, and how often it
+/// looks again while waiting for work off the shard (a group's fsyncs, the
+/// dedupe map).
 const CLEANER_IDLE_SLEEP: Duration = Duration::from_millis(200);
 const CLEANER_SYNC_POLL: Duration = Duration::from_millis(1);
 /// Between steps: short, but a timer, so the executor polls its I/O (a

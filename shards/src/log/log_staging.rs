@@ -161,9 +161,14 @@ impl Log {
         // Nothing is in flight: the first staged append continues the log.
         assert_eq!(first.info.first_offset, self.log_end_offset);
         let config = self.config.clone();
-        if self
-            .active_mut()
-            .should_roll(&config, len, max_ts, last, now_ms)
+        // Files made for a roll are rolled onto even if the rule no longer
+        // asks for it (the clock stepped back, the config changed): left
+        // unused, they would name a segment inside the active one.
+        let prepared = self.staging.next_segment.is_some();
+        if prepared
+            || self
+                .active_mut()
+                .should_roll(&config, len, max_ts, last, now_ms)
         {
             let leo = self.log_end_offset;
             let active = self.active();

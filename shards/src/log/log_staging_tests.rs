@@ -321,3 +321,30 @@ fn a_roll_waits_for_its_segment_made_elsewhere_while_appends_stay_staged() {
         assert_bytes(&both(&log), &expected, "reopened");
     });
 }
+
+#[test]
+fn files_made_for_a_roll_are_rolled_onto_even_if_the_rule_no_longer_asks() {
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(8192), 0);
+        stage_batch(&mut log, 1, 6000);
+        assert_eq!(write_staged(&mut log).await, 1);
+        stage_batch(&mut log, 1, 6000);
+        // The next batch does not fit: the roll's segment is asked for...
+        let WriteStep::PrepareSegment(job) = log.begin_write(NOW).unwrap() else {
+            panic!("the roll's segment is asked for");
+        };
+        log.segment_prepared(job.run().unwrap());
+        // ...then `segment.bytes` grows (a config change): the files made
+        // are rolled onto anyway, never left to name a segment inside the
+        // active one.
+        log.set_config(staged_config(1 << 30));
+        let WriteStep::Write(mut w) = log.begin_write(NOW).unwrap() else {
+            panic!("a write");
+        };
+        let r = w.execute().await;
+        log.complete_write(w, r).unwrap();
+        assert_eq!(log.segment_base_offsets(), vec![0, 1]);
+        assert_eq!(log.log_end_offset(), 2);
+    });
+}
