@@ -212,7 +212,7 @@ fn a_follower_replicates_a_cleaned_leader_and_stays_in_sync() {
         .clean_now(&mut f.log, &|_| None, NOW_MS)
         .unwrap();
     let kept = batch_offsets(&f);
-    f.close().unwrap();
+    close_and_wait(f);
     let mut f = follower_in(&fdir, LEADER_EPOCH, 0, COMPACTED);
     assert_eq!(f.log.log_end_offset(), leo);
     assert_eq!(batch_offsets(&f), kept, "cleaned: {cleaned:?}");

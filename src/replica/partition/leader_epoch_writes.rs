@@ -88,10 +88,11 @@ fn write_durably(path: &Path, text: &str) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
-/// Tests: removes a partition directory once no checkpoint write can still
-/// create a file in it.
+/// Tests: removes a partition directory once no checkpoint write, log
+/// close (its producer snapshot) or dropped segment can still touch it.
 #[cfg(test)]
 pub fn remove_test_dir(dir: &Path) {
     wait_for_leader_epoch_writes();
+    kshard_shards::log::log_create::LOG_DIRS.wait_idle();
     fs::remove_dir_all(dir).unwrap();
 }
