@@ -38,6 +38,20 @@ impl BackgroundQueue {
             .expect("a background queue's thread runs for the process");
     }
 
+    /// `push`es `job` and resolves with its result once it has run; `None`
+    /// if it never ran (the process is exiting).
+    pub fn run<T: Send + 'static>(
+        &'static self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> impl std::future::Future<Output = Option<T>> {
+        let (done, result) = futures_channel::oneshot::channel();
+        self.push(move || {
+            // The caller may have stopped waiting (shutdown).
+            let _ = done.send(job());
+        });
+        async move { result.await.ok() }
+    }
+
     /// Waits until every job pushed so far has finished.
     pub fn wait_idle(&self) {
         let Some(inner) = self.inner.get() else {
@@ -55,7 +69,7 @@ impl BackgroundQueue {
             let queue: &'static BackgroundQueue = self;
             std::thread::Builder::new()
                 .name(self.thread_name.into())
-                .spawn(move || queue.run(queued))
+                .spawn(move || queue.serve(queued))
                 .expect("starting a background queue's thread");
             Inner {
                 jobs,
@@ -65,7 +79,7 @@ impl BackgroundQueue {
         })
     }
 
-    fn run(&'static self, queued: mpsc::Receiver<Job>) {
+    fn serve(&'static self, queued: mpsc::Receiver<Job>) {
         for job in queued {
             job();
             // Set before the first job was sent, so present here.
@@ -96,5 +110,14 @@ mod tests {
         }
         QUEUE.wait_idle();
         assert_eq!(LAST.load(Ordering::SeqCst), 100);
+    }
+
+    #[test]
+    fn run_resolves_with_the_jobs_result_after_earlier_jobs() {
+        static QUEUE: BackgroundQueue = BackgroundQueue::new("test-run");
+        static SEEN: AtomicU64 = AtomicU64::new(0);
+        QUEUE.push(|| SEEN.store(7, Ordering::SeqCst));
+        let got = futures_lite::future::block_on(QUEUE.run(|| SEEN.load(Ordering::SeqCst) + 1));
+        assert_eq!(got, Some(8));
     }
 }

@@ -194,16 +194,14 @@ static METADATA_SYNC: BackgroundQueue = BackgroundQueue::new("metadata-sync");
 /// that covers it, a no-op queued behind that sync waits for it.
 pub async fn store_synced(admin: &std::cell::RefCell<EmbeddedAdmin>) {
     let log = admin.borrow_mut().store.take_unsynced();
-    let (done, synced) = futures_channel::oneshot::channel::<()>();
-    METADATA_SYNC.push(move || {
+    let synced = METADATA_SYNC.run(move || {
         if let Some(log) = log {
             if let Err(e) = log.sync_data() {
                 halt_on_sync_failure(&e);
             }
         }
-        let _ = done.send(());
     });
-    // A dropped sender means the thread is gone: the process is exiting.
+    // None means the thread is gone: the process is exiting.
     let _ = synced.await;
 }
 

@@ -52,14 +52,10 @@ static CHECKPOINT_WRITES: BackgroundQueue = BackgroundQueue::new("checkpoints");
 pub async fn write_queued(
     write: impl FnOnce() -> io::Result<()> + Send + 'static,
 ) -> io::Result<()> {
-    let (done, written) = futures_channel::oneshot::channel();
-    CHECKPOINT_WRITES.push(move || {
-        // The shard may have stopped waiting (shutdown).
-        let _ = done.send(write());
-    });
-    written
+    CHECKPOINT_WRITES
+        .run(write)
         .await
-        .unwrap_or_else(|_| Err(io::Error::other("the checkpoints thread dropped a write")))
+        .unwrap_or_else(|| Err(io::Error::other("the checkpoints thread dropped a write")))
 }
 
 /// Waits for the queued writes, so that a final write made elsewhere is

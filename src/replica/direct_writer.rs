@@ -99,13 +99,10 @@ async fn write_staged(rm: &Rc<ReplicaManager>, topic: &str, partition: i32) {
                 }
             }
             WriteStep::PrepareSegment(job) => {
-                let (done, made) = futures_channel::oneshot::channel();
-                LOG_DIRS.push(move || {
-                    let _ = done.send(job.run());
-                });
-                let made = made
+                let made = LOG_DIRS
+                    .run(move || job.run())
                     .await
-                    .unwrap_or_else(|_| Err(io::Error::other("the log-dirs thread dropped a job")));
+                    .unwrap_or_else(|| Err(io::Error::other("the log-dirs thread dropped a job")));
                 let mut partitions = rm.partitions_mut();
                 match partitions.partition_mut(topic, partition) {
                     Some(p) if p.log.log_id() == log_id => match made {

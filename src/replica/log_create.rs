@@ -29,8 +29,7 @@ impl ReplicaManager {
         if jobs.is_empty() {
             return None;
         }
-        let (done, prepared) = futures_channel::oneshot::channel();
-        LOG_DIRS.push(move || {
+        let prepared = LOG_DIRS.run(move || {
             let mut logs = PreparedLogs::new();
             for job in jobs {
                 match prepare_new_log(&job.dir, &job.config, 0) {
@@ -44,9 +43,9 @@ impl ReplicaManager {
                     ),
                 }
             }
-            // The shard may have stopped waiting (shutdown): the logs are
-            // dropped here, their files left for `Log::open`.
-            let _ = done.send(logs);
+            // If the shard stopped waiting (shutdown) the logs are dropped
+            // unused, their files left for `Log::open`.
+            logs
         });
         Some(Box::pin(async move { prepared.await.unwrap_or_default() }))
     }

@@ -125,15 +125,15 @@ impl Log {
         Ok(())
     }
 
-    /// For `flush` and truncation: fsyncs every pending roll's files here
-    /// and now. (Truncation may rewrite offsets a pending roll covers, so
-    /// its completion could no longer move the recovery point safely.)
     /// For `close_queued`: the files of every pending roll, to fsync
     /// elsewhere before the log counts as closed; the rolls are settled.
     pub(super) fn take_pending_roll_files(&mut self) -> Vec<Arc<File>> {
         self.roll_syncs.drain(..).flat_map(|r| r.files).collect()
     }
 
+    /// For `flush` and truncation: fsyncs every pending roll's files here
+    /// and now. (Truncation may rewrite offsets a pending roll covers, so
+    /// its completion could no longer move the recovery point safely.)
     pub(super) fn sync_pending_rolls(&mut self) -> io::Result<()> {
         for r in &self.roll_syncs {
             sync_files(&r.files)?;

@@ -328,12 +328,8 @@ impl LogSegment {
     /// `on_become_inactive` adds it; the direct-mode writer (bound to this
     /// shard's executor, and with no staged write left) is dropped here.
     pub fn into_closing(mut self, active: bool) -> ClosingSegment {
-        if active && self.max_timestamp_so_far >= 0 {
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far,
-                self.offset_of_max_timestamp_so_far,
-                true,
-            );
+        if active {
+            self.append_final_time_index_entry();
         }
         let LogSegment {
             log,
@@ -848,9 +844,9 @@ impl LogSegment {
         self.time_index.map_for_appends()
     }
 
-    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes
-    /// written out exactly, a preallocated log trimmed to its data.
-    pub fn on_become_inactive(&mut self) -> io::Result<()> {
+    /// The segment's max timestamp as its time index's last entry, even if
+    /// the index is full (Kafka's `onBecomeInactiveSegment`).
+    fn append_final_time_index_entry(&mut self) {
         if self.max_timestamp_so_far >= 0 {
             self.time_index.maybe_append(
                 self.max_timestamp_so_far,
@@ -858,6 +854,12 @@ impl LogSegment {
                 true,
             );
         }
+    }
+
+    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes
+    /// written out exactly, a preallocated log trimmed to its data.
+    pub fn on_become_inactive(&mut self) -> io::Result<()> {
+        self.append_final_time_index_entry();
         self.offset_index.unmap_and_trim()?;
         self.time_index.unmap_and_trim()?;
         if self.log.file_len()? != self.size_bytes {

@@ -23,6 +23,11 @@ use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
 use kshard_shards::log::validate::{ValidationConfig, ValidationError, Validator};
 use kshard_shards::log::FileSlice;
 
+use crate::config::topic::TopicConfig;
+use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
+use crate::replica::partition::leader_epoch::LeaderEpochCache;
+
 /// A log's close or deletion queued on the `log-dirs` thread
 /// (`Log::close_queued`, `Log::delete_queued`); resolves with its result.
 pub type LogDirOp = futures_channel::oneshot::Receiver<io::Result<()>>;
@@ -40,11 +45,6 @@ pub struct ClosedPartition {
     pub log_start_offset: i64,
     pub closed: LogDirOp,
 }
-
-use crate::config::topic::TopicConfig;
-use crate::protocol::errors;
-use crate::protocol::errors::ErrorCode;
-use crate::replica::partition::leader_epoch::LeaderEpochCache;
 
 /// Outcome of appending one Produce partition's records.
 pub struct AppendResult {

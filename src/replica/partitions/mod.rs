@@ -766,6 +766,10 @@ impl Partitions {
             if now_ms < self.next_cleaner_check_ms {
                 return Step::Idle;
             }
+            // The map is being made: no need to look for a log meanwhile.
+            if self.cleaner_map.is_some() && !self.cleaner_map_ready() {
+                return Step::WaitingOffShard;
+            }
             let filthiest = self
                 .topics
                 .values()
