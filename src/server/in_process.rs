@@ -292,6 +292,7 @@ async fn start_shard(
     glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();
     glommio::spawn_local(super::maintenance_loop(ctx.clone())).detach();
     super::spawn_log_cleaner(&ctx)?;
+    glommio::spawn_local(super::ship_index_writes(ctx.clone())).detach();
     let accept_ctx = ctx.clone();
     // One shard: it gets the whole bound, as the broker's only shard would.
     let request_memory = super::request_memory::RequestMemoryPool::new(

@@ -20,6 +20,7 @@ use glommio::net::TcpListener;
 use glommio::Task;
 
 use kshard_shards::log::cleaner::Step;
+use kshard_shards::log::index_file;
 use kshard_shards::mailbox::MailboxBuilder;
 use kshard_shards::stall::StallSettings;
 
@@ -347,6 +348,7 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
     if let Err(e) = spawn_log_cleaner(&ctx) {
         broker.fail_startup(e);
     }
+    glommio::spawn_local(ship_index_writes(ctx.clone())).detach();
     ctx
 }
 
@@ -572,6 +574,21 @@ async fn cleaner_loop(ctx: Rc<KafkaApis>) {
             Step::WaitingOffShard => glommio::timer::sleep(CLEANER_SYNC_POLL).await,
             Step::Idle | Step::Done(_) => glommio::timer::sleep(CLEANER_IDLE_SLEEP).await,
         }
+    }
+}
+
+/// How long an active index's new entries wait on the shard, gathered,
+/// before the `index-writes` thread gets them: `kafka-dump-log` reads a
+/// live index this far behind, and the thread wakes at most this often.
+const INDEX_WRITES_SHIP_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Hands the shard's queued index entries to the `index-writes` thread
+/// (`kshard_shards::log::index_file`), sleeping while none are queued.
+pub(crate) async fn ship_index_writes(ctx: Rc<KafkaApis>) {
+    while !ctx.is_shutting_down() {
+        index_file::queued_writes_waiting().await;
+        glommio::timer::sleep(INDEX_WRITES_SHIP_INTERVAL).await;
+        index_file::ship_queued_writes();
     }
 }
 

@@ -617,7 +617,7 @@ impl Log {
         if active.is_empty() && active.base_offset() == new_base {
             return Ok(None);
         }
-        self.active_mut().on_become_inactive()?;
+        self.active_mut().on_become_inactive_queued()?;
         let seg = match files {
             Some(files) => {
                 assert_eq!(files.base_offset(), new_base, "files made for another roll");

@@ -43,6 +43,9 @@ impl RollSyncJob {
     /// fdatasyncs the rolled segments' files, then the partition directory
     /// (the new segment's entry).
     pub fn run(&self) -> io::Result<()> {
+        // The rolled indexes' last entries and trims were queued (and
+        // shipped) by the roll: they land first.
+        super::super::index_file::wait_for_landed();
         sync_files(&self.files)?;
         super::sync_dir(&self.dir)
     }
@@ -135,6 +138,11 @@ impl Log {
     /// and now. (Truncation may rewrite offsets a pending roll covers, so
     /// its completion could no longer move the recovery point safely.)
     pub(super) fn sync_pending_rolls(&mut self) -> io::Result<()> {
+        if !self.roll_syncs.is_empty() {
+            // The rolled indexes' last entries and trims were queued.
+            super::super::index_file::ship_queued_writes();
+            super::super::index_file::wait_for_landed();
+        }
         for r in &self.roll_syncs {
             sync_files(&r.files)?;
         }

@@ -281,8 +281,12 @@ fn offset_index_follows_kafkas_interval_rule() {
         assert!(h.base_offset <= offset && offset <= h.last_offset());
         assert!(idx.lookup(offset).position as u64 <= pos);
     }
-    // On disk without a flush, as Kafka's mapped index: Kafka's 8-byte
-    // big-endian entries, then the preallocated (zero) rest of the file.
+    // On disk without a flush once the entries queued by the appends are
+    // shipped (the broker's shipper does it every few ms) and written, as
+    // Kafka's mapped index: Kafka's 8-byte big-endian entries, then the
+    // preallocated (zero) rest of the file.
+    crate::log::index_file::ship_queued_writes();
+    crate::log::index_file::wait_for_landed();
     let index_path = segment_file_path(dir.path(), 0, INDEX_FILE_SUFFIX);
     let raw = std::fs::read(&index_path).unwrap();
     assert_eq!(raw.len(), base_config().max_index_size_bytes as usize);

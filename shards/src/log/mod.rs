@@ -8,7 +8,7 @@ pub mod cleaner;
 mod cleaner_filter;
 pub mod config;
 pub mod direct_write;
-mod index_mmap;
+pub mod index_file;
 pub mod legacy;
 pub mod log;
 pub mod log_create;

@@ -1,12 +1,12 @@
 //! Kafka's `OffsetIndex`: a sparse map from offsets to byte positions in one
 //! segment's `.log`. The file is a run of 8-byte entries (relative offset i32
 //! BE, position i32 BE), both strictly increasing. Entries live in memory; the
-//! file receives them on `flush_pending` (flush, roll, close), so the file on
-//! disk is always exactly `entries * 8` bytes of Kafka's format.
+//! file receives them as `index_file` says (written behind while the segment
+//! is active, on flush otherwise).
 
 use std::io;
 
-use super::index_mmap::{self, IndexMmap};
+use super::index_file::{self, IndexFile};
 use super::segment::DiskFile;
 
 pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
@@ -20,14 +20,10 @@ pub struct OffsetPosition {
 
 pub struct OffsetIndex {
     base_offset: i64,
-    file: DiskFile,
+    file: IndexFile,
     /// (relative offset, position) pairs.
     entries: Vec<(u32, u32)>,
-    /// Entries already in the file; the rest are pending.
-    written: usize,
     max_entries: usize,
-    /// While the segment is active: the file mapped at its capacity.
-    mapped: Option<IndexMmap>,
 }
 
 fn corrupt(msg: String) -> io::Error {
@@ -40,11 +36,9 @@ impl OffsetIndex {
         file.set_len(0)?;
         Ok(OffsetIndex {
             base_offset,
-            file,
+            file: IndexFile::new(file, OFFSET_INDEX_ENTRY_BYTES, 0),
             entries: Vec::new(),
-            written: 0,
             max_entries: max_entries(max_index_size_bytes),
-            mapped: None,
         })
     }
 
@@ -68,7 +62,7 @@ impl OffsetIndex {
                 "offset index of {len} bytes holds more than {max_entries} entries"
             )));
         }
-        let raw = index_mmap::read_entries(
+        let raw = index_file::read_entries(
             &file,
             OFFSET_INDEX_ENTRY_BYTES,
             preallocated_bytes(max_entries),
@@ -99,11 +93,9 @@ impl OffsetIndex {
         }
         Ok(OffsetIndex {
             base_offset,
-            file,
+            file: IndexFile::new(file, OFFSET_INDEX_ENTRY_BYTES, count),
             entries,
-            written: count,
             max_entries,
-            mapped: None,
         })
     }
 
@@ -193,19 +185,9 @@ impl OffsetIndex {
             self.entries.partition_point(|&(r, _)| r < rel)
         };
         self.entries.truncate(keep);
-        if self.written > keep {
-            match &mut self.mapped {
-                Some(m) => m.zero(
-                    keep * OFFSET_INDEX_ENTRY_BYTES,
-                    self.written * OFFSET_INDEX_ENTRY_BYTES,
-                ),
-                None => self
-                    .file
-                    .set_len((keep * OFFSET_INDEX_ENTRY_BYTES) as u64)?,
-            }
-            self.written = keep;
-        }
-        Ok(())
+        let entries = &self.entries;
+        self.file
+            .truncate(keep, |n, out| encode_entry(entries[n], out))
     }
 
     /// Drops all entries (recovery rebuilds from scratch).
@@ -213,83 +195,75 @@ impl OffsetIndex {
         self.truncate_to(self.base_offset)
     }
 
-    /// Writes pending entries so the file holds exactly the index.
+    /// Writes every entry not yet in the file, here and now.
     pub fn flush_pending(&mut self) -> io::Result<()> {
-        if self.written == self.entries.len() {
-            return Ok(());
-        }
-        let pending = &self.entries[self.written..];
-        if let Some(m) = &mut self.mapped {
-            for (n, &(rel, pos)) in pending.iter().enumerate() {
-                m.write(
-                    (self.written + n) * OFFSET_INDEX_ENTRY_BYTES,
-                    &encode_entry(rel, pos),
-                );
-            }
-            self.written = self.entries.len();
-            return Ok(());
-        }
-        let mut raw = Vec::with_capacity(pending.len() * OFFSET_INDEX_ENTRY_BYTES);
-        for &(rel, pos) in pending {
-            raw.extend_from_slice(&encode_entry(rel, pos));
-        }
+        let entries = &self.entries;
         self.file
-            .write_all_at(&raw, (self.written * OFFSET_INDEX_ENTRY_BYTES) as u64)?;
-        self.written = self.entries.len();
-        Ok(())
+            .write_pending(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
-    /// The segment became active: preallocate the file to the index's
-    /// capacity and write entries through a mapping from now on.
+    /// The segment became active: the file preallocated to the index's
+    /// capacity, new entries written behind (`index_file`).
     pub fn map_for_appends(&mut self) -> io::Result<()> {
-        if self.mapped.is_some() {
-            return Ok(());
-        }
-        self.flush_pending()?;
-        self.mapped = Some(IndexMmap::map(
-            self.file.file(),
-            preallocated_bytes(self.max_entries),
-        )?);
-        Ok(())
+        let entries = &self.entries;
+        self.file.activate(
+            entries.len(),
+            preallocated_bytes(self.max_entries) as u64,
+            |n, out| encode_entry(entries[n], out),
+        )
     }
 
-    /// The segment became inactive: pending entries written, the mapping
-    /// dropped and the file trimmed to exactly its entries.
+    /// The segment became inactive (a roll): its last entries and the
+    /// file's trim queued for the `index-writes` thread.
+    pub fn deactivate_queued(&mut self) {
+        let entries = &self.entries;
+        self.file
+            .deactivate_queued(entries.len(), |n, out| encode_entry(entries[n], out))
+    }
+
+    /// The segment became inactive, here and now: every entry written and
+    /// the file trimmed to exactly them.
     pub fn unmap_and_trim(&mut self) -> io::Result<()> {
-        let was_mapped = self.mapped.take().is_some();
-        self.flush_pending()?;
-        if was_mapped {
-            self.file
-                .set_len((self.written * OFFSET_INDEX_ENTRY_BYTES) as u64)?;
-        }
-        Ok(())
+        let entries = &self.entries;
+        self.file
+            .deactivate_now(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
-    /// Copies new entries into the mapping while the segment is active.
+    /// Queues new entries while the segment is active (no system call).
     pub fn write_through(&mut self) {
-        if self.mapped.is_some() {
-            self.flush_pending()
-                .expect("writing through the mapping does no I/O");
-        }
+        let entries = &self.entries;
+        self.file
+            .queue_pending(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
-    /// Pending entries to the file, then fsync.
+    /// Entries are (or were) written behind: see `IndexFile::written_behind`.
+    pub fn written_behind(&self) -> bool {
+        self.file.written_behind()
+    }
+
+    /// Before a background fsync: see `IndexFile::flush_unless_behind`.
+    pub fn flush_unless_behind(&mut self) -> io::Result<()> {
+        let entries = &self.entries;
+        self.file
+            .flush_unless_behind(entries.len(), |n, out| encode_entry(entries[n], out))
+    }
+
+    /// Every entry to the file, then fsync.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.flush_pending()?;
-        self.file.sync_data()
+        let entries = &self.entries;
+        self.file
+            .sync(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
     pub fn file(&self) -> &DiskFile {
-        &self.file
+        self.file.file()
     }
 }
 
 /// Kafka's entry layout: relative offset i32 BE, position i32 BE.
-fn encode_entry(rel: u32, pos: u32) -> [u8; OFFSET_INDEX_ENTRY_BYTES] {
-    let mut raw = [0u8; OFFSET_INDEX_ENTRY_BYTES];
-    raw[..4].copy_from_slice(&(rel as i32).to_be_bytes());
-    raw[4..].copy_from_slice(&(pos as i32).to_be_bytes());
-    raw
+fn encode_entry((rel, pos): (u32, u32), out: &mut [u8]) {
+    out[..4].copy_from_slice(&(rel as i32).to_be_bytes());
+    out[4..OFFSET_INDEX_ENTRY_BYTES].copy_from_slice(&(pos as i32).to_be_bytes());
 }
 
 /// The file's length while its segment is active (the mapping's size).

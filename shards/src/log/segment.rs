@@ -185,6 +185,11 @@ impl ClosingSegment {
     /// What `on_become_inactive` and `sync` do to a closing segment's
     /// files; blocks, so it runs off the shard.
     pub fn close(mut self) -> io::Result<()> {
+        // Entries and trims the shard queued (and shipped in `into_closing`)
+        // land before the files are trimmed and synced here.
+        if self.offset_index.written_behind() || self.time_index.written_behind() {
+            super::index_file::wait_for_landed();
+        }
         if let Some(size_bytes) = self.trim_to_bytes {
             self.offset_index.unmap_and_trim()?;
             self.time_index.unmap_and_trim()?;
@@ -330,6 +335,9 @@ impl LogSegment {
     pub fn into_closing(mut self, active: bool) -> ClosingSegment {
         if active {
             self.append_final_time_index_entry();
+        }
+        if self.offset_index.written_behind() || self.time_index.written_behind() {
+            super::index_file::ship_queued_writes();
         }
         let LogSegment {
             log,
@@ -862,6 +870,20 @@ impl LogSegment {
         self.append_final_time_index_entry();
         self.offset_index.unmap_and_trim()?;
         self.time_index.unmap_and_trim()?;
+        self.trim_log_and_drop_writer()
+    }
+
+    /// `on_become_inactive` for a roll: the indexes' last entries and trims
+    /// are queued for the `index-writes` thread (the roll's fsync waits for
+    /// them), so the shard makes no index system call.
+    pub fn on_become_inactive_queued(&mut self) -> io::Result<()> {
+        self.append_final_time_index_entry();
+        self.offset_index.deactivate_queued();
+        self.time_index.deactivate_queued();
+        self.trim_log_and_drop_writer()
+    }
+
+    fn trim_log_and_drop_writer(&mut self) -> io::Result<()> {
         if self.log.file_len()? != self.size_bytes {
             self.set_log_len(self.size_bytes)?;
         }
@@ -883,16 +905,17 @@ impl LogSegment {
     }
 
     /// Hands the fsync of an inactive segment to a background thread (see
-    /// `Log::take_roll_syncs`): pending index entries are written out here,
-    /// and the files to fdatasync are returned. The segment counts as clean
+    /// `Log::take_roll_syncs`): index entries not written behind are written
+    /// out here (the job waits for the others), and the files to fdatasync
+    /// are returned. The segment counts as clean
     /// from now on; the log tracks the sync until it completes.
     pub fn detach_sync(&mut self) -> io::Result<[Arc<File>; 3]> {
         assert!(
             self.direct.is_none(),
             "only inactive segments sync in the background"
         );
-        self.offset_index.flush_pending()?;
-        self.time_index.flush_pending()?;
+        self.offset_index.flush_unless_behind()?;
+        self.time_index.flush_unless_behind()?;
         self.dirty = false;
         Ok([
             self.log.shared(),

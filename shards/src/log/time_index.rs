@@ -1,13 +1,13 @@
 //! Kafka's `TimeIndex`: a sparse map from timestamps to offsets in one
 //! segment. The file is a run of 12-byte entries (timestamp i64 BE, relative
 //! offset i32 BE); timestamps strictly increase, offsets never decrease. As
-//! with the offset index, entries are kept in memory and written out on
-//! flush, roll and close.
+//! with the offset index, entries are kept in memory and reach the file as
+//! `index_file` says.
 
 use std::io;
 
 use super::batch::NO_TIMESTAMP;
-use super::index_mmap::{self, IndexMmap};
+use super::index_file::{self, IndexFile};
 use super::segment::DiskFile;
 
 pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
@@ -20,13 +20,10 @@ pub struct TimestampOffset {
 
 pub struct TimeIndex {
     base_offset: i64,
-    file: DiskFile,
+    file: IndexFile,
     /// (timestamp, relative offset) pairs.
     entries: Vec<(i64, u32)>,
-    written: usize,
     max_entries: usize,
-    /// While the segment is active: the file mapped at its capacity.
-    mapped: Option<IndexMmap>,
 }
 
 fn corrupt(msg: String) -> io::Error {
@@ -38,11 +35,9 @@ impl TimeIndex {
         file.set_len(0)?;
         Ok(TimeIndex {
             base_offset,
-            file,
+            file: IndexFile::new(file, TIME_INDEX_ENTRY_BYTES, 0),
             entries: Vec::new(),
-            written: 0,
             max_entries: max_entries(max_index_size_bytes),
-            mapped: None,
         })
     }
 
@@ -61,7 +56,7 @@ impl TimeIndex {
                 "time index of {len} bytes holds more than {max_entries} entries"
             )));
         }
-        let raw = index_mmap::read_entries(
+        let raw = index_file::read_entries(
             &file,
             TIME_INDEX_ENTRY_BYTES,
             preallocated_bytes(max_entries),
@@ -87,11 +82,9 @@ impl TimeIndex {
         }
         Ok(TimeIndex {
             base_offset,
-            file,
+            file: IndexFile::new(file, TIME_INDEX_ENTRY_BYTES, count),
             entries,
-            written: count,
             max_entries,
-            mapped: None,
         })
     }
 
@@ -165,98 +158,84 @@ impl TimeIndex {
             self.entries.partition_point(|&(_, r)| r < rel)
         };
         self.entries.truncate(keep);
-        if self.written > keep {
-            match &mut self.mapped {
-                Some(m) => m.zero(
-                    keep * TIME_INDEX_ENTRY_BYTES,
-                    self.written * TIME_INDEX_ENTRY_BYTES,
-                ),
-                None => self.file.set_len((keep * TIME_INDEX_ENTRY_BYTES) as u64)?,
-            }
-            self.written = keep;
-        }
-        Ok(())
+        let entries = &self.entries;
+        self.file
+            .truncate(keep, |n, out| encode_entry(entries[n], out))
     }
 
     pub fn reset(&mut self) -> io::Result<()> {
         self.truncate_to(self.base_offset)
     }
 
+    /// Writes every entry not yet in the file, here and now.
     pub fn flush_pending(&mut self) -> io::Result<()> {
-        if self.written == self.entries.len() {
-            return Ok(());
-        }
-        let pending = &self.entries[self.written..];
-        if let Some(m) = &mut self.mapped {
-            for (n, &(ts, rel)) in pending.iter().enumerate() {
-                m.write(
-                    (self.written + n) * TIME_INDEX_ENTRY_BYTES,
-                    &encode_entry(ts, rel),
-                );
-            }
-            self.written = self.entries.len();
-            return Ok(());
-        }
-        let mut raw = Vec::with_capacity(pending.len() * TIME_INDEX_ENTRY_BYTES);
-        for &(ts, rel) in pending {
-            raw.extend_from_slice(&encode_entry(ts, rel));
-        }
+        let entries = &self.entries;
         self.file
-            .write_all_at(&raw, (self.written * TIME_INDEX_ENTRY_BYTES) as u64)?;
-        self.written = self.entries.len();
-        Ok(())
+            .write_pending(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
-    /// The segment became active: preallocate the file to the index's
-    /// capacity and write entries through a mapping from now on.
+    /// The segment became active: the file preallocated to the index's
+    /// capacity, new entries written behind (`index_file`).
     pub fn map_for_appends(&mut self) -> io::Result<()> {
-        if self.mapped.is_some() {
-            return Ok(());
-        }
-        self.flush_pending()?;
-        self.mapped = Some(IndexMmap::map(
-            self.file.file(),
-            preallocated_bytes(self.max_entries),
-        )?);
-        Ok(())
+        let entries = &self.entries;
+        self.file.activate(
+            entries.len(),
+            preallocated_bytes(self.max_entries) as u64,
+            |n, out| encode_entry(entries[n], out),
+        )
     }
 
-    /// The segment became inactive: pending entries written, the mapping
-    /// dropped and the file trimmed to exactly its entries.
+    /// The segment became inactive (a roll): its last entries and the
+    /// file's trim queued for the `index-writes` thread.
+    pub fn deactivate_queued(&mut self) {
+        let entries = &self.entries;
+        self.file
+            .deactivate_queued(entries.len(), |n, out| encode_entry(entries[n], out))
+    }
+
+    /// The segment became inactive, here and now: every entry written and
+    /// the file trimmed to exactly them.
     pub fn unmap_and_trim(&mut self) -> io::Result<()> {
-        let was_mapped = self.mapped.take().is_some();
-        self.flush_pending()?;
-        if was_mapped {
-            self.file
-                .set_len((self.written * TIME_INDEX_ENTRY_BYTES) as u64)?;
-        }
-        Ok(())
+        let entries = &self.entries;
+        self.file
+            .deactivate_now(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
-    /// Copies new entries into the mapping while the segment is active.
+    /// Queues new entries while the segment is active (no system call).
     pub fn write_through(&mut self) {
-        if self.mapped.is_some() {
-            self.flush_pending()
-                .expect("writing through the mapping does no I/O");
-        }
+        let entries = &self.entries;
+        self.file
+            .queue_pending(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
+    /// Entries are (or were) written behind: see `IndexFile::written_behind`.
+    pub fn written_behind(&self) -> bool {
+        self.file.written_behind()
+    }
+
+    /// Before a background fsync: see `IndexFile::flush_unless_behind`.
+    pub fn flush_unless_behind(&mut self) -> io::Result<()> {
+        let entries = &self.entries;
+        self.file
+            .flush_unless_behind(entries.len(), |n, out| encode_entry(entries[n], out))
+    }
+
+    /// Every entry to the file, then fsync.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.flush_pending()?;
-        self.file.sync_data()
+        let entries = &self.entries;
+        self.file
+            .sync(entries.len(), |n, out| encode_entry(entries[n], out))
     }
 
     pub fn file(&self) -> &DiskFile {
-        &self.file
+        self.file.file()
     }
 }
 
 /// Kafka's entry layout: timestamp i64 BE, relative offset i32 BE.
-fn encode_entry(ts: i64, rel: u32) -> [u8; TIME_INDEX_ENTRY_BYTES] {
-    let mut raw = [0u8; TIME_INDEX_ENTRY_BYTES];
-    raw[..8].copy_from_slice(&ts.to_be_bytes());
-    raw[8..].copy_from_slice(&(rel as i32).to_be_bytes());
-    raw
+fn encode_entry((ts, rel): (i64, u32), out: &mut [u8]) {
+    out[..8].copy_from_slice(&ts.to_be_bytes());
+    out[8..TIME_INDEX_ENTRY_BYTES].copy_from_slice(&(rel as i32).to_be_bytes());
 }
 
 /// The file's length while its segment is active (the mapping's size).
