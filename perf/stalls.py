@@ -55,7 +55,9 @@ class Stalls:
 
     def result(self, where=None):
         """Stalls of the task_ms over the threshold (those whose frames
-        contain `where`, if given)."""
+        contain `where`, if given, or an address the watchdog did not name:
+        it parses debug information at most every 5 s, so such a stall may
+        be anywhere and is counted)."""
         stalls = []
         for p, mark in self.marks.items():
             with open(p, "rb") as f:
@@ -64,7 +66,8 @@ class Stalls:
                     stalls.append({"log": p.name, "shard": int(m.group(1)), "stall_ms": float(m.group(2)),
                                    "runq_ms": float(m.group(3)), "task_ms": float(m.group(4)),
                                    "at": m.group(5)[:400]})
-        counted = [s for s in stalls if s["task_ms"] > THRESHOLD_MS and (where is None or where in s["at"])]
+        counted = [s for s in stalls if s["task_ms"] > THRESHOLD_MS
+                   and (where is None or where in s["at"] or "0x" in s["at"])]
         worst = max(counted, key=lambda s: s["task_ms"], default=None)
         top = sorted(counted, key=lambda s: -s["task_ms"])[:10]
         return {"worst_ms": worst["task_ms"] if worst else 0.0, "count": len(counted), "worst": worst,

@@ -1,5 +1,6 @@
 //! The watchdog thread of the stall detector (see `stall.rs`).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,6 +92,7 @@ pub(super) struct Watchdog {
     settings: StallSettings,
     slots: Vec<Arc<ShardSlot>>,
     watches: Vec<ShardWatch>,
+    symbols: SymbolCache,
 }
 
 impl Watchdog {
@@ -100,6 +102,7 @@ impl Watchdog {
             settings,
             slots,
             watches,
+            symbols: SymbolCache::default(),
         }
     }
 
@@ -219,7 +222,7 @@ impl Watchdog {
             ips if ips.is_empty() => {
                 "(no stack: the shard has not run its signal handler)".to_string()
             }
-            ips => useful_frames(&ips).join(" <- "),
+            ips => useful_frames(&ips, &mut self.symbols).join(" <- "),
         };
         log::warn!(
             "{STALL_LOG_PREFIX} shard={shard_id} ongoing_ms={:.1} (still stalled) at: {frames}",
@@ -237,7 +240,13 @@ impl Watchdog {
             .collect()
     }
 
-    fn report(&self, shard_id: usize, ongoing: &Ongoing, end_ns: u64, after: Option<SchedSample>) {
+    fn report(
+        &mut self,
+        shard_id: usize,
+        ongoing: &Ongoing,
+        end_ns: u64,
+        after: Option<SchedSample>,
+    ) {
         let slot = &self.slots[shard_id];
         let stall = Duration::from_nanos(end_ns.saturating_sub(ongoing.run_started_ns));
         // Time the thread was runnable but not running (another process
@@ -270,7 +279,7 @@ impl Watchdog {
         let frames = if ips.is_empty() {
             "(not captured: the stall ended first)".to_string()
         } else {
-            useful_frames(&ips).join(" <- ")
+            useful_frames(&ips, &mut self.symbols).join(" <- ")
         };
         log::log!(
             level,
@@ -305,62 +314,119 @@ fn parse_syscall(text: &str) -> ThreadState {
     }
 }
 
+/// One symbol an instruction pointer resolved to (several when inlined).
+#[derive(Clone)]
+struct ResolvedSymbol {
+    /// `function (file:line)`.
+    text: String,
+    ours: bool,
+    /// The stall signal's handler: everything resolved before it is its.
+    signal: bool,
+}
+
+/// Symbols by instruction pointer. A stall at a place already seen (a shard
+/// held by the same `pwrite` sixty times a minute) is logged without
+/// parsing the binary's debug information again, which costs tens of ms of
+/// CPU each time. Bounded: cleared when full.
+#[derive(Default)]
+struct SymbolCache {
+    by_ip: HashMap<usize, Vec<ResolvedSymbol>>,
+    last_parse: Option<std::time::Instant>,
+}
+
+const SYMBOL_CACHE_IPS_MAX: usize = 4096;
+
+/// At most one parse of the debug information this often: a burst of
+/// stalls in varying places (a copy loop's instruction pointer differs
+/// each time) would otherwise cost the broker a core. Addresses not named
+/// meanwhile are logged as they are (`addr2line -e kshard` names them).
+const PARSE_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Where a stall was, innermost first, as `function (file:line)`: the
 /// frame the signal interrupted, then the innermost frames of kshard's own
 /// code (or, with none, the next frames of any code).
 ///
 /// Symbolizing maps and parses the binary's debug information (about 90 MiB
-/// resident with kshard's); the cache is dropped and the heap trimmed after
-/// each stall, so a logged stall costs the watchdog's time, not the
-/// broker's memory.
-fn useful_frames(ips: &[usize]) -> Vec<String> {
-    let frames = resolve_useful_frames(ips);
-    backtrace::clear_symbol_cache();
-    // The parse went to the heap; give its pages back (the broker keeps
-    // glibc from trimming on its own, see `alloc_guard`).
-    // SAFETY: malloc_trim only releases free memory of glibc's arenas.
-    unsafe {
-        libc::malloc_trim(0);
+/// resident with kshard's); after a stall that needed it, the parse is
+/// dropped and the heap trimmed, so a logged stall costs the watchdog's
+/// time, not the broker's memory, and the names found are kept.
+fn useful_frames(ips: &[usize], cache: &mut SymbolCache) -> Vec<String> {
+    if cache.by_ip.len() + ips.len() > SYMBOL_CACHE_IPS_MAX {
+        cache.by_ip.clear();
     }
-    frames
+    let missing = ips.iter().any(|ip| !cache.by_ip.contains_key(ip));
+    let may_parse = cache
+        .last_parse
+        .is_none_or(|at| at.elapsed() >= PARSE_INTERVAL);
+    if missing && may_parse {
+        cache.last_parse = Some(std::time::Instant::now());
+        for &ip in ips {
+            cache.by_ip.entry(ip).or_insert_with(|| resolve_ip(ip));
+        }
+        backtrace::clear_symbol_cache();
+        // The parse went to the heap; give its pages back (the broker keeps
+        // glibc from trimming on its own, see `alloc_guard`).
+        // SAFETY: malloc_trim only releases free memory of glibc's arenas.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
+    let mut all: Vec<ResolvedSymbol> = Vec::new();
+    for ip in ips {
+        match cache.by_ip.get(ip) {
+            Some(symbols) => {
+                for symbol in symbols {
+                    if symbol.signal {
+                        all.clear(); // everything so far was the handler's
+                    } else {
+                        all.push(symbol.clone());
+                    }
+                }
+            }
+            // Not named yet (PARSE_INTERVAL): the address, kept.
+            None => all.push(ResolvedSymbol {
+                text: format!("{ip:#x}"),
+                ours: true,
+                signal: false,
+            }),
+        }
+    }
+    choose_frames(&all)
 }
 
-fn resolve_useful_frames(ips: &[usize]) -> Vec<String> {
-    let mut all: Vec<(String, bool)> = Vec::new();
-    for &ip in ips {
-        backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
-            let name = symbol
-                .name()
-                .map(|n| format!("{n:#}"))
-                .unwrap_or_else(|| format!("{ip:#x}"));
-            if is_signal_frame(&name) {
-                all.clear(); // everything so far was the handler's
-                return;
+fn resolve_ip(ip: usize) -> Vec<ResolvedSymbol> {
+    let mut resolved = Vec::new();
+    backtrace::resolve(ip as *mut std::ffi::c_void, |symbol| {
+        let name = symbol
+            .name()
+            .map(|n| format!("{n:#}"))
+            .unwrap_or_else(|| format!("{ip:#x}"));
+        let at = match (symbol.filename(), symbol.lineno()) {
+            (Some(file), Some(line)) => {
+                format!(" ({}:{line})", short_path(&file.to_string_lossy()))
             }
-            let ours = is_kshard_frame(&name);
-            let at = match (symbol.filename(), symbol.lineno()) {
-                (Some(file), Some(line)) => {
-                    format!(" ({}:{line})", short_path(&file.to_string_lossy()))
-                }
-                _ => String::new(),
-            };
-            all.push((format!("{name}{at}"), ours));
+            _ => String::new(),
+        };
+        resolved.push(ResolvedSymbol {
+            signal: is_signal_frame(&name),
+            ours: is_kshard_frame(&name),
+            text: format!("{name}{at}"),
         });
-    }
-    let mut frames = all.iter();
-    let Some((innermost, _)) = frames.next() else {
+    });
+    resolved
+}
+
+/// The innermost frame, then kshard's own frames (or all, with none).
+fn choose_frames(all: &[ResolvedSymbol]) -> Vec<String> {
+    let Some((innermost, rest)) = all.split_first() else {
         return Vec::new();
     };
-    let mut chosen = vec![innermost.clone()];
-    let ours: Vec<String> = frames
-        .clone()
-        .filter(|(_, o)| *o)
-        .map(|(f, _)| f.clone())
-        .collect();
-    if ours.is_empty() {
-        chosen.extend(frames.map(|(f, _)| f.clone()));
+    let mut chosen = vec![innermost.text.clone()];
+    let ours = rest.iter().filter(|s| s.ours);
+    if ours.clone().next().is_none() {
+        chosen.extend(rest.iter().map(|s| s.text.clone()));
     } else {
-        chosen.extend(ours);
+        chosen.extend(ours.map(|s| s.text.clone()));
     }
     chosen.truncate(FRAMES_MAX);
     chosen
@@ -399,6 +465,38 @@ mod tests {
         assert_eq!(sleeping, ThreadState::Blocked);
         assert_eq!(parse_syscall("running\n"), ThreadState::Running);
         assert_eq!(parse_syscall("-1 0x7ffd 0x55d0\n"), ThreadState::Running);
+    }
+
+    #[test]
+    fn a_stall_at_a_known_place_is_named_from_the_cache() {
+        let mut ips = Vec::new();
+        backtrace::trace(|frame| {
+            ips.push(frame.ip() as usize);
+            true
+        });
+        let mut cache = SymbolCache::default();
+        let first = useful_frames(&ips, &mut cache);
+        assert!(!first.is_empty());
+        let unique: std::collections::HashSet<usize> = ips.iter().copied().collect();
+        assert_eq!(cache.by_ip.len(), unique.len());
+        // Named again without resolving: a poisoned entry shows it is used.
+        let innermost = ips[0];
+        cache.by_ip.insert(
+            innermost,
+            vec![ResolvedSymbol {
+                text: "cached_name".into(),
+                ours: false,
+                signal: false,
+            }],
+        );
+        let second = useful_frames(&ips, &mut cache);
+        assert_eq!(second[0], "cached_name");
+        // A place not seen before, right after a parse: its address.
+        let mut unseen = vec![0x1234usize];
+        unseen.extend(&ips[1..]);
+        let third = useful_frames(&unseen, &mut cache);
+        assert_eq!(third[0], "0x1234");
+        assert!(!cache.by_ip.contains_key(&0x1234));
     }
 
     #[test]
