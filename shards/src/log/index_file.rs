@@ -120,7 +120,11 @@ fn enqueue(op: QueuedOp) {
     let (waker, full) = SHARD_QUEUE.with(|q| {
         let mut q = q.borrow_mut();
         q.ops.push(op);
-        let waker = if q.ops.len() == 1 { q.waker.take() } else { None };
+        let waker = if q.ops.len() == 1 {
+            q.waker.take()
+        } else {
+            None
+        };
         (waker, q.ops.len() >= SHIP_AT_OPS)
     });
     if let Some(waker) = waker {
