@@ -1,6 +1,6 @@
 //! The watchdog thread of the stall detector (see `stall.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,11 +88,80 @@ fn is_stalled(tid: i32, before: Option<SchedSample>, now: Option<SchedSample>) -
     }
 }
 
+/// Times the whole process did not run: stopped (SIGSTOP; `perf/compare.py`
+/// freezes the brokers not under test) or its VM paused. The watchdog finds
+/// them as sleeps that overran the tick by more than its own wait for a CPU
+/// explains. A shard's run that spans one is not stalled for that time: a
+/// shard stopped mid-run read as a 57 s stall.
+#[derive(Default)]
+struct Pauses {
+    recent: VecDeque<Pause>,
+    /// The watchdog thread's own `schedstat`.
+    own_schedstat: Option<File>,
+    /// When the last look was, and the watchdog's wait for a CPU by then.
+    last_look: Option<(u64, u64)>,
+}
+
+struct Pause {
+    /// The look that found it; the pause lies in the tick before.
+    found_ns: u64,
+    len_ns: u64,
+}
+
+const PAUSES_KEPT: usize = 64;
+
+impl Pauses {
+    /// After each tick's sleep, at `now`.
+    fn observe(&mut self, now: u64, tick: Duration, threshold: Duration) {
+        if self.own_schedstat.is_none() {
+            self.own_schedstat = File::open("/proc/thread-self/schedstat").ok();
+        }
+        let runq_wait_ns = self.own_schedstat.as_ref().and_then(|f| {
+            let mut buf = [0u8; 128];
+            let n = f.read_at(&mut buf, 0).ok()?;
+            let text = std::str::from_utf8(&buf[..n]).ok()?;
+            text.split_whitespace().nth(1)?.parse::<u64>().ok()
+        });
+        if let (Some((last_ns, last_wait_ns)), Some(wait_ns)) = (self.last_look, runq_wait_ns) {
+            let missing_ns = now
+                .saturating_sub(last_ns)
+                .saturating_sub(tick.as_nanos() as u64)
+                .saturating_sub(wait_ns.saturating_sub(last_wait_ns));
+            if missing_ns > threshold.as_nanos() as u64 / 2 {
+                if self.recent.len() == PAUSES_KEPT {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(Pause {
+                    found_ns: now,
+                    len_ns: missing_ns,
+                });
+            }
+        }
+        self.last_look = runq_wait_ns.map(|w| (now, w));
+    }
+
+    /// Paused time of a run that started at `from` and lasted to `to`.
+    fn within(&self, from: u64, to: u64) -> u64 {
+        self.recent
+            .iter()
+            .filter(|p| from < p.found_ns && p.found_ns <= to)
+            .map(|p| p.len_ns)
+            .sum()
+    }
+
+    /// How long a run from `from` to `to` has really had.
+    fn age_ns(&self, from: u64, to: u64) -> u64 {
+        to.saturating_sub(from)
+            .saturating_sub(self.within(from, to))
+    }
+}
+
 pub(super) struct Watchdog {
     settings: StallSettings,
     slots: Vec<Arc<ShardSlot>>,
     watches: Vec<ShardWatch>,
     symbols: SymbolCache,
+    pauses: Pauses,
 }
 
 impl Watchdog {
@@ -103,6 +172,7 @@ impl Watchdog {
             slots,
             watches,
             symbols: SymbolCache::default(),
+            pauses: Pauses::default(),
         }
     }
 
@@ -110,6 +180,7 @@ impl Watchdog {
         let tick = self.settings.tick();
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(tick);
+            self.pauses.observe(now_ns(), tick, self.settings.threshold);
             for shard_id in 0..self.slots.len() {
                 self.look_at(shard_id);
             }
@@ -156,13 +227,13 @@ impl Watchdog {
                 }
                 self.report(shard_id, &ongoing, end, sample);
             } else if !ongoing.logged_ongoing
-                && now.saturating_sub(ongoing.run_started_ns) >= LONG_STALL.as_nanos() as u64
+                && self.pauses.age_ns(ongoing.run_started_ns, now) >= LONG_STALL.as_nanos() as u64
             {
                 self.log_ongoing(shard_id, now);
             }
             return;
         }
-        let age = Duration::from_nanos(now.saturating_sub(run_started_ns));
+        let age = Duration::from_nanos(self.pauses.age_ns(run_started_ns, now));
         if age <= self.settings.threshold || watch.idle_run_seq == Some(run_seq) {
             return;
         }
@@ -217,7 +288,7 @@ impl Watchdog {
             .stats
             .ongoing_logged
             .fetch_add(1, Ordering::Relaxed);
-        let stall = Duration::from_nanos(now_ns.saturating_sub(ongoing.run_started_ns));
+        let stall = Duration::from_nanos(self.pauses.age_ns(ongoing.run_started_ns, now_ns));
         let frames = match self.captured_ips(shard_id) {
             ips if ips.is_empty() => {
                 "(no stack: the shard has not run its signal handler)".to_string()
@@ -248,7 +319,7 @@ impl Watchdog {
         after: Option<SchedSample>,
     ) {
         let slot = &self.slots[shard_id];
-        let stall = Duration::from_nanos(end_ns.saturating_sub(ongoing.run_started_ns));
+        let stall = Duration::from_nanos(self.pauses.age_ns(ongoing.run_started_ns, end_ns));
         // Time the thread was runnable but not running (another process
         // had the CPU) is not the task's. Unknown after the thread exits.
         let runq_wait = match (ongoing.before, after) {
@@ -497,6 +568,28 @@ mod tests {
         let third = useful_frames(&unseen, &mut cache);
         assert_eq!(third[0], "0x1234");
         assert!(!cache.by_ip.contains_key(&0x1234));
+    }
+
+    #[test]
+    fn a_pause_of_the_process_is_not_the_shards() {
+        let mut pauses = Pauses::default();
+        pauses.recent.push_back(Pause {
+            found_ns: 5_000,
+            len_ns: 3_000,
+        });
+        // A run from before the pause, looked at after it: 3 µs less.
+        assert_eq!(pauses.age_ns(1_000, 6_000), 2_000);
+        // Runs that started after it, or stalls that ended before it found
+        // it, keep their whole age.
+        assert_eq!(pauses.age_ns(5_500, 9_000), 3_500);
+        assert_eq!(pauses.age_ns(1_000, 4_000), 3_000);
+        // The watchdog's own sleeps of one tick are no pause.
+        let tick = Duration::from_millis(1);
+        let mut observed = Pauses::default();
+        observed.observe(now_ns(), tick, Duration::from_millis(10));
+        std::thread::sleep(tick);
+        observed.observe(now_ns(), tick, Duration::from_millis(10));
+        assert!(observed.recent.is_empty());
     }
 
     #[test]
