@@ -28,6 +28,7 @@ pub use self::checkpoint::{parse_partition_dir_name, partition_dir_name, OffsetC
 pub use self::config::LogConfig;
 pub use self::log::{read_slice_bytes, Log, ReadError, ReadInfo, RollSyncJob};
 pub use self::recovery::RecoveryStats;
+mod producer_snapshot;
 pub mod producer_state;
 pub mod records;
 pub mod validate;

@@ -8,11 +8,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::background::BackgroundQueue;
+use super::producer_snapshot::{list_snapshots, remove_if_exists, SnapshotWrites};
+pub use super::producer_snapshot::{snapshot_path, wait_for_snapshot_syncs, SnapshotFile};
 
 use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP};
 
@@ -178,6 +180,10 @@ pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerStateEntry>,
     /// One past the last offset applied (Kafka's mapEndOffset).
     map_end_offset: i64,
+    /// Roll snapshots are written off the shard (`producer_snapshot`).
+    snapshot_writes: Arc<SnapshotWrites>,
+    /// Its generation: only this manager changes it.
+    snapshot_generation: u64,
 }
 
 impl ProducerStateManager {
@@ -188,6 +194,8 @@ impl ProducerStateManager {
             producer_id_expiration_ms,
             producers: HashMap::new(),
             map_end_offset: 0,
+            snapshot_writes: Arc::default(),
+            snapshot_generation: 0,
         }
     }
 
@@ -288,23 +296,19 @@ impl ProducerStateManager {
         }
     }
 
-    /// Writes `<20-digit offset>.snapshot` (tmp file, rename) and queues
-    /// its fsyncs (file, then dir) to the snapshot syncer thread, as Kafka
-    /// 3.9 flushes a roll's snapshot on its scheduler: an fsync on the
-    /// shard stalls it (tens of ms under write load). A snapshot a crash
+    /// Makes the snapshot `<20-digit offset>.snapshot` of the producers and
+    /// queues it for the `snapshot-sync` thread, which creates it (tmp file,
+    /// rename) and fsyncs it and the directory, as Kafka 3.9 flushes a
+    /// roll's snapshot on its scheduler: file creation and fsync on the
+    /// shard stall it (tens of ms under write load). A snapshot a crash
     /// leaves torn fails its CRC on load and is deleted, falling back to an
     /// older one and replay. [`wait_for_snapshot_syncs`] waits for the
     /// queue (shutdown). Only each producer's last batch is persisted, as
     /// in Kafka.
     pub fn take_snapshot(&mut self, offset: i64) -> io::Result<()> {
         let snapshot = self.snapshot_file(offset);
-        snapshot.write()?;
-        let path = snapshot.path;
-        SNAPSHOT_SYNCS.push(move || {
-            if let Err(e) = sync_snapshot(&path) {
-                log::warn!("producer snapshot {}: fsync: {e}", path.display());
-            }
-        });
+        self.snapshot_writes
+            .queue(snapshot, self.snapshot_generation);
         Ok(())
     }
 
@@ -332,10 +336,7 @@ impl ProducerStateManager {
         }
         let crc = crc32c::crc32c(&buf[SNAPSHOT_ENTRIES_OFFSET..]);
         buf[SNAPSHOT_CRC_OFFSET..SNAPSHOT_ENTRIES_OFFSET].copy_from_slice(&crc.to_be_bytes());
-        SnapshotFile {
-            path: snapshot_path(&self.dir, offset),
-            bytes: buf,
-        }
+        SnapshotFile::new(&self.dir, offset, buf)
     }
 
     /// On log open: drops snapshots above `log_end_offset`, loads the newest
@@ -350,6 +351,8 @@ impl ProducerStateManager {
     ) -> io::Result<i64> {
         assert!(log_start_offset <= log_end_offset);
         self.producers.clear();
+        let writes = Arc::clone(&self.snapshot_writes);
+        let _writes = writes.lock();
         let mut snapshots = list_snapshots(&self.dir)?;
         while let Some((offset, path)) = snapshots.pop() {
             if offset > log_end_offset {
@@ -395,6 +398,8 @@ impl ProducerStateManager {
 
     /// Deletes snapshots whose offset is below `offset` (log start moved).
     pub fn delete_snapshots_before(&mut self, offset: i64) -> io::Result<()> {
+        let mut writes = self.snapshot_writes.lock();
+        writes.floor_offset = writes.floor_offset.max(offset);
         for (o, path) in list_snapshots(&self.dir)? {
             if o < offset {
                 remove_if_exists(&path)?;
@@ -406,6 +411,10 @@ impl ProducerStateManager {
     /// Log truncated to end at `offset`: drops snapshots above it and clears
     /// all state. Follow with `load` (or use `truncate_and_reload`) and replay.
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        // Snapshots still queued may be above `offset`: none lands now.
+        let mut writes = self.snapshot_writes.lock();
+        writes.generation += 1;
+        self.snapshot_generation = writes.generation;
         for (o, path) in list_snapshots(&self.dir)? {
             if o > offset {
                 remove_if_exists(&path)?;
@@ -445,90 +454,6 @@ impl ProducerStateManager {
             .map(|(o, _)| o)
             .collect())
     }
-}
-
-/// Snapshot fsyncs, off the shards.
-static SNAPSHOT_SYNCS: BackgroundQueue = BackgroundQueue::new("snapshot-sync");
-
-/// A producer snapshot's name and bytes (`ProducerStateManager::snapshot_file`).
-pub struct SnapshotFile {
-    path: PathBuf,
-    bytes: Vec<u8>,
-}
-
-impl SnapshotFile {
-    /// Writes the snapshot: a tmp file, renamed into place.
-    fn write(&self) -> io::Result<()> {
-        let tmp = self.path.with_extension("snapshot.tmp");
-        File::create(&tmp)?.write_all(&self.bytes)?;
-        fs::rename(&tmp, &self.path)
-    }
-
-    /// `write`, then fsyncs the snapshot and its directory; blocks, so it
-    /// runs off the shard.
-    pub fn write_synced(self) -> io::Result<()> {
-        self.write()?;
-        sync_snapshot(&self.path)
-    }
-}
-
-/// A snapshot deleted (log truncated or deleted) before its turn needs no
-/// fsync.
-fn sync_snapshot(path: &Path) -> io::Result<()> {
-    let synced = File::open(path).and_then(|f| f.sync_all());
-    match synced {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        other => other?,
-    }
-    let dir = path.parent().expect("a snapshot lives in its log dir");
-    File::open(dir)?.sync_all()
-}
-
-/// Waits until every snapshot written so far is fsynced (clean shutdown).
-pub fn wait_for_snapshot_syncs() {
-    SNAPSHOT_SYNCS.wait_idle();
-}
-
-pub fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
-    dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
-}
-
-fn remove_if_exists(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// Snapshot files in `dir`, sorted by offset. Leftover `.snapshot.tmp` files
-/// from a crash mid-write are removed. A missing dir has none.
-fn list_snapshots(dir: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for ent in rd {
-        let ent = ent?;
-        let name = ent.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.ends_with(".snapshot.tmp") {
-            remove_if_exists(&ent.path())?;
-            continue;
-        }
-        let Some(stem) = name.strip_suffix(SNAPSHOT_SUFFIX) else {
-            continue;
-        };
-        if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(offset) = stem.parse::<i64>() {
-            out.push((offset, ent.path()));
-        }
-    }
-    out.sort_unstable_by_key(|(o, _)| *o);
-    Ok(out)
 }
 
 fn corrupt_snapshot(msg: String) -> io::Error {
@@ -735,13 +660,16 @@ mod tests {
         for offset in [3, 5, 7] {
             m.take_snapshot(offset).unwrap();
         }
-        // Deleted before its fsync ran: not an error, nothing left queued.
+        // Deleted before its write ran: not written, not an error.
         m.delete_snapshots_before(7).unwrap();
         wait_for_snapshot_syncs();
         assert_eq!(m.snapshot_offsets().unwrap(), vec![7]);
         let file = dir.path().join("00000000000000000007.snapshot");
         assert!(read_snapshot(&file).is_ok());
-        assert!(sync_snapshot(&dir.path().join("00000000000000000003.snapshot")).is_ok());
+        assert!(super::super::producer_snapshot::sync_snapshot(
+            &dir.path().join("00000000000000000003.snapshot")
+        )
+        .is_ok());
     }
 
     #[test]
@@ -751,6 +679,7 @@ mod tests {
         let other = header(9, 4, 10, 3, 6, 2000);
         m.update(&other, 0);
         m.take_snapshot(9).unwrap();
+        wait_for_snapshot_syncs();
         let file = dir.path().join("00000000000000000009.snapshot");
         let bytes = fs::read(&file).unwrap();
         assert_eq!(bytes.len(), 10 + 2 * SNAPSHOT_ENTRY_BYTES);
@@ -794,6 +723,7 @@ mod tests {
         m.update(&header(1, 0, 2, 2, 2, 1), 0);
         m.take_snapshot(4).unwrap();
         m.take_snapshot(50).unwrap();
+        wait_for_snapshot_syncs();
         // Corrupt the one at 4.
         let p4 = snapshot_path(dir.path(), 4);
         let mut bytes = fs::read(&p4).unwrap();
@@ -819,6 +749,7 @@ mod tests {
         m.take_snapshot(2).unwrap();
         m.take_snapshot(4).unwrap();
         m.take_snapshot(6).unwrap();
+        wait_for_snapshot_syncs();
         m.remove_expired(1001 + DEFAULT_PRODUCER_ID_EXPIRATION_MS - 1);
         assert_eq!(m.producer_count(), 1);
         m.remove_expired(1001 + DEFAULT_PRODUCER_ID_EXPIRATION_MS);
@@ -832,5 +763,27 @@ mod tests {
         m.truncate_to(3).unwrap();
         assert_eq!(m.producer_count(), 0);
         assert!(m.snapshot_offsets().unwrap().is_empty());
+    }
+
+    /// A roll's snapshot still queued when the log is truncated below it is
+    /// never written: a restart would load producer state from the
+    /// discarded history. One queued when retention cut below it neither.
+    #[test]
+    fn queued_snapshots_above_a_truncation_or_below_retention_are_not_written() {
+        let (_d, mut m) = manager();
+        append_run(&mut m, 2);
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        super::super::producer_snapshot::SNAPSHOT_SYNCS.push(move || {
+            let _ = blocked.recv();
+        });
+        m.take_snapshot(2).unwrap();
+        m.take_snapshot(10).unwrap();
+        m.delete_snapshots_before(3).unwrap();
+        m.truncate_to(5).unwrap();
+        append_run(&mut m, 1);
+        m.take_snapshot(6).unwrap();
+        release.send(()).unwrap();
+        wait_for_snapshot_syncs();
+        assert_eq!(m.snapshot_offsets().unwrap(), [6]);
     }
 }

@@ -694,6 +694,7 @@ mod tests {
             .unwrap();
         assert_eq!(p.log.segment_base_offsets(), vec![0, 10, far]);
         assert_eq!(p.log.log_end_offset(), far + 2);
+        kshard_shards::log::producer_state::wait_for_snapshot_syncs();
         for base in [10, far] {
             let snapshot =
                 kshard_shards::log::producer_state::snapshot_path(&dir.join("t-0"), base);

@@ -94,5 +94,7 @@ fn write_durably(path: &Path, text: &str) -> io::Result<()> {
 pub fn remove_test_dir(dir: &Path) {
     wait_for_leader_epoch_writes();
     kshard_shards::log::log_create::LOG_DIRS.wait_idle();
+    kshard_shards::log::producer_state::wait_for_snapshot_syncs();
+    kshard_shards::log::index_file::wait_for_landed();
     fs::remove_dir_all(dir).unwrap();
 }
