@@ -49,6 +49,10 @@ RETENTION = {
     "log.retention.bytes": str(768 << 20),
     "log.retention.check.interval.ms": "10000",
 }
+# What a run keeps on disk at most with that retention: about 14 GB per
+# broker (two 8-partition produce topics at 768 MiB per partition, the
+# consume topic, the start-up topic), measured in a --quick run.
+DISK_NEEDED_BYTES = 3 * 16 << 30
 # Kafka's ZooKeeper session must survive being stopped while the others run.
 FROZEN_SESSION_TIMEOUT_MS = 1_800_000
 
@@ -436,6 +440,13 @@ def run(args):
     root = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="kshard-compare-"))
     root.mkdir(parents=True, exist_ok=True)
     log(f"work dir {root}")
+    free = shutil.disk_usage(root).free
+    if free < DISK_NEEDED_BYTES:
+        # A full disk stalls the brokers mid-step: the figures are garbage.
+        if not args.data_dir:
+            shutil.rmtree(root, ignore_errors=True)
+        sys.exit(f"compare: {free >> 30} GiB free under {root}, the run needs about "
+                 f"{DISK_NEEDED_BYTES >> 30} GiB; free some or pass --data-dir elsewhere")
     subprocess.run([str(REPO / "scripts" / "kafka-jars.sh"), KAFKA_VERSION], check=True)
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "-p", "kshard", "-p", "kshard-perf"], cwd=REPO, check=True)
