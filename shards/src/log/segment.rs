@@ -907,8 +907,8 @@ impl LogSegment {
     /// Hands the fsync of an inactive segment to a background thread (see
     /// `Log::take_roll_syncs`): index entries not written behind are written
     /// out here (the job waits for the others), and the files to fdatasync
-    /// are returned. The segment counts as clean
-    /// from now on; the log tracks the sync until it completes.
+    /// are returned. The segment counts as clean from now on; the log
+    /// tracks the sync until it completes.
     pub fn detach_sync(&mut self) -> io::Result<[Arc<File>; 3]> {
         assert!(
             self.direct.is_none(),
