@@ -56,8 +56,8 @@ class Stalls:
     def result(self, where=None):
         """Stalls of the task_ms over the threshold (those whose frames
         contain `where`, if given, or an address the watchdog did not name:
-        it parses debug information at most every 5 s, so such a stall may
-        be anywhere and is counted)."""
+        it parses debug information a few times at once, then once per 5 s,
+        so such a stall may be anywhere and is counted)."""
         stalls = []
         for p, mark in self.marks.items():
             with open(p, "rb") as f:

@@ -399,18 +399,47 @@ struct ResolvedSymbol {
 /// held by the same `pwrite` sixty times a minute) is logged without
 /// parsing the binary's debug information again, which costs tens of ms of
 /// CPU each time. Bounded: cleared when full.
-#[derive(Default)]
 struct SymbolCache {
     by_ip: HashMap<usize, Vec<ResolvedSymbol>>,
-    last_parse: Option<std::time::Instant>,
+    /// Parses allowed now (see `PARSES_MAX`).
+    parses_left: u32,
+    last_refill: std::time::Instant,
+}
+
+impl Default for SymbolCache {
+    fn default() -> Self {
+        SymbolCache {
+            by_ip: HashMap::new(),
+            parses_left: PARSES_MAX,
+            last_refill: std::time::Instant::now(),
+        }
+    }
+}
+
+impl SymbolCache {
+    /// Takes a parse if one is left, after adding one per `PARSE_INTERVAL`.
+    fn take_parse(&mut self) -> bool {
+        let earned = self.last_refill.elapsed().as_secs() / PARSE_INTERVAL.as_secs();
+        if earned > 0 {
+            self.parses_left = (self.parses_left + earned as u32).min(PARSES_MAX);
+            self.last_refill = std::time::Instant::now();
+        }
+        if self.parses_left == 0 {
+            return false;
+        }
+        self.parses_left -= 1;
+        true
+    }
 }
 
 const SYMBOL_CACHE_IPS_MAX: usize = 4096;
 
-/// At most one parse of the debug information this often: a burst of
-/// stalls in varying places (a copy loop's instruction pointer differs
-/// each time) would otherwise cost the broker a core. Addresses not named
-/// meanwhile are logged as they are (`addr2line -e kshard` names them).
+/// Parses of the debug information: a few at once (the first stalls of a
+/// run, often at new places), then one per `PARSE_INTERVAL`. A burst of
+/// stalls in varying places (a copy loop's instruction pointer differs each
+/// time) would otherwise cost the broker a core. Addresses not named are
+/// logged as they are (`addr2line -e kshard` names them).
+const PARSES_MAX: u32 = 4;
 const PARSE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Where a stall was, innermost first, as `function (file:line)`: the
@@ -426,11 +455,7 @@ fn useful_frames(ips: &[usize], cache: &mut SymbolCache) -> Vec<String> {
         cache.by_ip.clear();
     }
     let missing = ips.iter().any(|ip| !cache.by_ip.contains_key(ip));
-    let may_parse = cache
-        .last_parse
-        .is_none_or(|at| at.elapsed() >= PARSE_INTERVAL);
-    if missing && may_parse {
-        cache.last_parse = Some(std::time::Instant::now());
+    if missing && cache.take_parse() {
         for &ip in ips {
             cache.by_ip.entry(ip).or_insert_with(|| resolve_ip(ip));
         }
@@ -454,7 +479,7 @@ fn useful_frames(ips: &[usize], cache: &mut SymbolCache) -> Vec<String> {
                     }
                 }
             }
-            // Not named yet (PARSE_INTERVAL): the address, kept.
+            // Not named yet (PARSES_MAX): the address, kept.
             None => all.push(ResolvedSymbol {
                 text: format!("{ip:#x}"),
                 ours: true,
@@ -562,7 +587,8 @@ mod tests {
         );
         let second = useful_frames(&ips, &mut cache);
         assert_eq!(second[0], "cached_name");
-        // A place not seen before, right after a parse: its address.
+        // A place not seen before, with no parse left: its address.
+        cache.parses_left = 0;
         let mut unseen = vec![0x1234usize];
         unseen.extend(&ips[1..]);
         let third = useful_frames(&unseen, &mut cache);
