@@ -20,6 +20,7 @@
 //! the operations shipped before (`wait_for_landed`).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::future::Future;
 use std::io;
@@ -163,67 +164,83 @@ pub fn wait_for_landed() {
     futures_lite::future::block_on(INDEX_WRITES.run(|| ()));
 }
 
-/// On the `index-writes` thread: runs of contiguous writes to one file
-/// become one `pwrite`.
+/// On the `index-writes` thread. Writes to one file that follow each other
+/// in it (the entries one partition queued over a ship interval) become
+/// one `pwrite`, even with other files' operations in between; each file's
+/// own operations keep their order.
 fn run_ops(ops: Vec<QueuedOp>) {
-    let mut run: Vec<u8> = Vec::new();
-    let mut i = 0;
-    while i < ops.len() {
-        let first = &ops[i];
-        match first.op {
+    let mut runs: HashMap<*const BehindTarget, Run> = HashMap::new();
+    for op in ops {
+        let key = Arc::as_ptr(&op.target);
+        match op.op {
             BehindOp::Trim { len_bytes } => {
-                let landed = first.target.lock();
-                if landed.generation == first.generation {
-                    if let Err(e) = first.target.file.set_len(len_bytes) {
+                if let Some(run) = runs.remove(&key) {
+                    run.write();
+                }
+                let landed = op.target.lock();
+                if landed.generation == op.generation {
+                    if let Err(e) = op.target.file.set_len(len_bytes) {
                         log::warn!("trimming an index file to {len_bytes} bytes: {e}");
                     }
                 }
-                i += 1;
             }
-            BehindOp::Write { position, .. } => {
-                run.clear();
-                let mut j = i;
-                while let Some(QueuedOp {
-                    target,
-                    generation,
-                    op:
-                        BehindOp::Write {
-                            position: p,
-                            len_bytes,
-                            bytes,
-                        },
-                }) = ops.get(j)
-                {
-                    let contiguous = *p == position + run.len() as u64;
-                    if !Arc::ptr_eq(target, &first.target)
-                        || *generation != first.generation
-                        || !contiguous
-                    {
-                        break;
+            BehindOp::Write {
+                position,
+                len_bytes,
+                bytes,
+            } => {
+                let bytes = &bytes[..len_bytes as usize];
+                if let Some(run) = runs.get_mut(&key) {
+                    if run.generation == op.generation && run.end() == position {
+                        run.bytes.extend_from_slice(bytes);
+                        continue;
                     }
-                    run.extend_from_slice(&bytes[..*len_bytes as usize]);
-                    j += 1;
+                    runs.remove(&key).expect("just found").write();
                 }
-                write_run(first, position, &run);
-                i = j;
+                runs.insert(
+                    key,
+                    Run {
+                        target: op.target,
+                        generation: op.generation,
+                        position,
+                        bytes: bytes.to_vec(),
+                    },
+                );
             }
         }
     }
+    for (_, run) in runs {
+        run.write();
+    }
 }
 
-fn write_run(first: &QueuedOp, position: u64, run: &[u8]) {
-    let mut landed = first.target.lock();
-    let end = position + run.len() as u64;
-    // A gap (an earlier write failed) is left for the next flush to fill.
-    if landed.generation != first.generation || end <= landed.end_bytes {
-        return;
+/// Entries of one file that follow each other, to write at once.
+struct Run {
+    target: Arc<BehindTarget>,
+    generation: u64,
+    position: u64,
+    bytes: Vec<u8>,
+}
+
+impl Run {
+    fn end(&self) -> u64 {
+        self.position + self.bytes.len() as u64
     }
-    let from = landed.end_bytes.max(position);
-    let skip = (from - position) as usize;
-    match first.target.file.write_all_at(&run[skip..], from) {
-        Ok(()) if position <= landed.end_bytes => landed.end_bytes = end,
-        Ok(()) => {}
-        Err(e) => log::warn!("writing index entries at {from}: {e}"),
+
+    fn write(self) {
+        let mut landed = self.target.lock();
+        let end = self.end();
+        // A gap (an earlier write failed) is left for the next flush to fill.
+        if landed.generation != self.generation || end <= landed.end_bytes {
+            return;
+        }
+        let from = landed.end_bytes.max(self.position);
+        let skip = (from - self.position) as usize;
+        match self.target.file.write_all_at(&self.bytes[skip..], from) {
+            Ok(()) if self.position <= landed.end_bytes => landed.end_bytes = end,
+            Ok(()) => {}
+            Err(e) => log::warn!("writing index entries at {from}: {e}"),
+        }
     }
 }
 

@@ -154,3 +154,22 @@ fn a_synchronous_close_trims_and_skips_what_is_still_queued() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 * 8);
     assert_eq!(entries_on_disk(&path).len(), 4);
 }
+
+#[test]
+fn interleaved_files_each_get_their_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let a_dir = dir.path().join("a");
+    let b_dir = dir.path().join("b");
+    std::fs::create_dir_all(&a_dir).unwrap();
+    std::fs::create_dir_all(&b_dir).unwrap();
+    let (mut a, a_path) = active_index(&a_dir);
+    let (mut b, b_path) = active_index(&b_dir);
+    for i in 1..40 {
+        append(&mut a, i, i + 1);
+        append(&mut b, i, i + 1);
+    }
+    land();
+    let expected: Vec<(u32, u32)> = (1..40).map(|i| (i, i * 100)).collect();
+    assert_eq!(entries_on_disk(&a_path), expected);
+    assert_eq!(entries_on_disk(&b_path), expected);
+}
