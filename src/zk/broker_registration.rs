@@ -19,12 +19,37 @@ enum Registration {
     HeldBy(i64),
 }
 
+/// A connection loss or a request timeout: the session may live on and the
+/// request's outcome is unknown, so it is sent again (as Kafka's
+/// ZooKeeperClient retries a request once reconnected).
+fn is_transient(e: &StoreError) -> bool {
+    matches!(e, StoreError::Io(io) if matches!(
+        io.kind(),
+        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::TimedOut
+    ))
+}
+
+/// Pause between attempts after a transient error.
+const RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
+
 fn try_register(
     zk: &mut ZkClient,
     config: &BrokerConfig,
     broker_id: i32,
     path: &str,
 ) -> Result<Registration, String> {
+    // Transient errors are retried for one session timeout: a create whose
+    // reply was lost is found by the NodeExists check below.
+    let retry_until = std::time::Instant::now()
+        + std::time::Duration::from_millis(config.zookeeper_session_timeout_ms.max(0) as u64);
+    let may_retry = |e: &StoreError| {
+        let retry = is_transient(e) && std::time::Instant::now() < retry_until;
+        if retry {
+            log::warn!("{path}: {e}; retrying");
+            thread::sleep(RETRY_BACKOFF);
+        }
+        retry
+    };
     loop {
         let now = crate::util::now_ms() as i64;
         let created = topics::register_broker(
@@ -41,8 +66,10 @@ fn try_register(
                 Ok(Some(owner)) => return Ok(Registration::HeldBy(owner)),
                 // Gone while we looked: create again.
                 Ok(None) => continue,
+                Err(e) if may_retry(&e) => continue,
                 Err(e) => return Err(format!("reading {path}: {e}")),
             },
+            Err(e) if may_retry(&e) => continue,
             Err(e) => return Err(format!("registering {path}: {e}")),
         }
     }
