@@ -8,10 +8,11 @@
 //! a snapshot queued for offsets a truncation removed is not written after
 //! it (a later restart would load producer state from a discarded history).
 
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
 use super::producer_state::SNAPSHOT_SUFFIX;
 use crate::background::BackgroundQueue;
@@ -31,7 +32,40 @@ pub(super) struct SnapshotDirState {
     pub floor_offset: i64,
 }
 
+/// Every log directory's `SnapshotWrites` in this process, so a manager
+/// made for a directory again (a partition reopened, a topic of the same
+/// name created after a delete) orders itself against writes an earlier
+/// one queued.
+static BY_DIR: LazyLock<Mutex<HashMap<PathBuf, Weak<SnapshotWrites>>>> =
+    LazyLock::new(Mutex::default);
+
 impl SnapshotWrites {
+    /// The state for `dir` and its generation, shared with any earlier
+    /// manager of `dir` whose writes are still queued; the generation is
+    /// bumped so those writes are dropped (the new manager loads what is on
+    /// disk and takes its own snapshots).
+    pub(super) fn for_dir(dir: &Path) -> (Arc<SnapshotWrites>, u64) {
+        let mut by_dir = BY_DIR.lock().unwrap_or_else(|e| e.into_inner());
+        let writes = match by_dir.get(dir).and_then(Weak::upgrade) {
+            Some(writes) => writes,
+            None => {
+                // Now and then, drop the entries of managers that are gone.
+                if by_dir.len() % 1024 == 1023 {
+                    by_dir.retain(|_, w| w.strong_count() > 0);
+                }
+                let writes = Arc::new(SnapshotWrites::default());
+                by_dir.insert(dir.to_path_buf(), Arc::downgrade(&writes));
+                writes
+            }
+        };
+        let generation = {
+            let mut state = writes.lock();
+            state.generation += 1;
+            state.generation
+        };
+        (writes, generation)
+    }
+
     /// Held while the shard lists or removes the directory's snapshots.
     pub(super) fn lock(&self) -> MutexGuard<'_, SnapshotDirState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())

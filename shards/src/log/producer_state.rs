@@ -189,13 +189,14 @@ pub struct ProducerStateManager {
 impl ProducerStateManager {
     pub fn new(dir: &Path, producer_id_expiration_ms: i64) -> Self {
         assert!(producer_id_expiration_ms >= 0);
+        let (snapshot_writes, snapshot_generation) = SnapshotWrites::for_dir(dir);
         ProducerStateManager {
             dir: dir.to_path_buf(),
             producer_id_expiration_ms,
             producers: HashMap::new(),
             map_end_offset: 0,
-            snapshot_writes: Arc::default(),
-            snapshot_generation: 0,
+            snapshot_writes,
+            snapshot_generation,
         }
     }
 
@@ -785,5 +786,24 @@ mod tests {
         release.send(()).unwrap();
         wait_for_snapshot_syncs();
         assert_eq!(m.snapshot_offsets().unwrap(), [6]);
+    }
+
+    /// A manager made again for the same directory (a partition reopened)
+    /// drops what the earlier one still had queued.
+    #[test]
+    fn a_new_manager_drops_the_snapshots_an_earlier_one_queued() {
+        let (dir, mut m) = manager();
+        append_run(&mut m, 2);
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        super::super::producer_snapshot::SNAPSHOT_SYNCS.push(move || {
+            let _ = blocked.recv();
+        });
+        m.take_snapshot(10).unwrap();
+        let mut reopened = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
+        assert_eq!(reopened.truncate_and_reload(0, 5, 1500).unwrap(), 0);
+        release.send(()).unwrap();
+        wait_for_snapshot_syncs();
+        assert!(reopened.snapshot_offsets().unwrap().is_empty());
+        drop(m);
     }
 }
