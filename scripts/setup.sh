@@ -50,7 +50,7 @@ bash scripts/kafka-jars.sh "$KAFKA_VERSION"
 for v in $JAVA_CLIENT_VERSIONS; do
   out="tests/compat/java/target/kc-$v"
   if [[ -f "$out/classes/kshard/compat/Client.class" && -d "$out/libs" && \
-        "$out/classes/kshard/compat/Client.class" -nt tests/compat/java/src/main/java/kshard/compat/Client.java ]]; then
+        -z "$(find tests/compat/java/src -name '*.java' -newer "$out/classes/kshard/compat/Client.class")" ]]; then
     continue
   fi
   mvn -B -q -o -f tests/compat/java/pom.xml -Dkafka.version="$v" compile dependency:copy-dependencies 2>/dev/null ||

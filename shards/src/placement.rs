@@ -15,6 +15,8 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 /// Kafka's internal offsets topic. All its partitions live on shard 0, where
 /// the group coordinator runs, so it appends and replays them locally.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Kafka's transaction log: on shard 0 too, for the transaction coordinator.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 /// The one placement rule: every caller (request routing, log opening, the
 /// start-up checkpoint split) goes through here. A request may name a
@@ -23,7 +25,7 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 #[inline]
 pub fn shard_for(topic: &str, partition: i32, nr_shards: usize) -> usize {
     debug_assert!(nr_shards >= 1);
-    if topic == OFFSETS_TOPIC {
+    if topic == OFFSETS_TOPIC || topic == TRANSACTION_STATE_TOPIC {
         return 0;
     }
     let start = fnv1a(topic.as_bytes()) as u64;
@@ -47,6 +49,7 @@ mod tests {
         assert!(shard_for("orders", i32::MIN, n) < n);
         for p in 0..50 {
             assert_eq!(shard_for(OFFSETS_TOPIC, p, 4), 0);
+            assert_eq!(shard_for(TRANSACTION_STATE_TOPIC, p, 4), 0);
         }
     }
 }

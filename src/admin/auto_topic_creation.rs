@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::rc::Rc;
 
-use kshard_shards::placement::OFFSETS_TOPIC;
+use kshard_shards::placement::{OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 
 use crate::admin::embedded::NewTopic;
 use crate::admin::AdminError;
@@ -115,6 +115,33 @@ pub fn offsets_topic(config: &BrokerConfig) -> NewTopic {
     }
 }
 
+/// `__transaction_state` as Kafka's TransactionStateManager creates it
+/// (`transactionTopicConfigs`).
+pub fn transaction_state_topic(config: &BrokerConfig) -> NewTopic {
+    let mut configs = BTreeMap::new();
+    configs.insert("cleanup.policy".to_string(), "compact".to_string());
+    configs.insert(
+        "segment.bytes".to_string(),
+        config.transaction_state_log_segment_bytes.to_string(),
+    );
+    configs.insert(
+        "min.insync.replicas".to_string(),
+        config.transaction_state_log_min_isr.to_string(),
+    );
+    configs.insert("compression.type".to_string(), "uncompressed".to_string());
+    configs.insert(
+        "unclean.leader.election.enable".to_string(),
+        "false".to_string(),
+    );
+    NewTopic {
+        name: TRANSACTION_STATE_TOPIC.to_string(),
+        num_partitions: config.transaction_state_log_num_partitions.max(1),
+        replication_factor: config.transaction_state_log_replication_factor,
+        assignment: None,
+        configs,
+    }
+}
+
 async fn drain(ctx: Rc<TopicAdmin>) {
     loop {
         let Some(name) = QUEUE.with(|q| {
@@ -127,6 +154,8 @@ async fn drain(ctx: Rc<TopicAdmin>) {
         };
         let t = if name == OFFSETS_TOPIC {
             offsets_topic(&ctx.config)
+        } else if name == TRANSACTION_STATE_TOPIC {
+            transaction_state_topic(&ctx.config)
         } else {
             NewTopic {
                 name: name.clone(),

@@ -159,6 +159,9 @@ pub struct BrokerConfig {
     pub transaction_state_log_segment_bytes: i32,
     pub transaction_max_timeout_ms: i32,
     pub transactional_id_expiration_ms: i32,
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i32,
+    pub transaction_remove_expired_transaction_cleanup_interval_ms: i32,
+    pub request_timeout_ms: i32,
     pub group_initial_rebalance_delay_ms: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -550,6 +553,11 @@ impl BrokerConfig {
             transaction_state_log_segment_bytes: v.i32("transaction.state.log.segment.bytes"),
             transaction_max_timeout_ms: v.i32("transaction.max.timeout.ms"),
             transactional_id_expiration_ms: v.i32("transactional.id.expiration.ms"),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: v
+                .i32("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            transaction_remove_expired_transaction_cleanup_interval_ms: v
+                .i32("transaction.remove.expired.transaction.cleanup.interval.ms"),
+            request_timeout_ms: v.i32("request.timeout.ms"),
             group_initial_rebalance_delay_ms: v.i32("group.initial.rebalance.delay.ms"),
             group_min_session_timeout_ms: v.i32("group.min.session.timeout.ms"),
             group_max_session_timeout_ms: v.i32("group.max.session.timeout.ms"),

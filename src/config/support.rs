@@ -48,7 +48,6 @@ const NO_AUTHORIZER: &str =
     "it is read only by an authorizer, which kshard refuses (authorizer.class.name)";
 const NO_TIERED: &str =
     "it applies only to tiered storage, which kshard refuses (remote.log.storage.system.enable)";
-const NO_TXN: &str = "kshard has no transaction coordinator: transactional producers are refused (InitProducerId answers UNSUPPORTED_VERSION), so nothing is written under this setting";
 const KRAFT_ONLY: &str = "it applies only to KRaft mode, which kshard refuses (process.roles)";
 
 /// The support table, sorted by key (checked by a test).
@@ -137,8 +136,10 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("security.providers", Accepted(NO_SSL_SASL)),
     ("ssl.", Accepted(NO_SSL_SASL)),
     ("super.users", Accepted(NO_AUTHORIZER)),
-    ("transaction.", Accepted(NO_TXN)),
-    ("transactional.id.expiration.ms", Accepted(NO_TXN)),
+    ("transaction.", Acted),
+    ("transaction.partition.verification.enable", Accepted("kshard's leaders do not yet ask the transaction coordinator before a transactional append (KIP-890 part 1): appends behave as Kafka's do with the setting false")),
+    ("transaction.state.log.load.buffer.size", Accepted("kshard loads the transaction log 4 MiB at a time")),
+    ("transactional.id.expiration.ms", Acted),
     ("unclean.leader.election.enable", Acted),
     ("zookeeper.clientCnxnSocket", Accepted("kshard's ZooKeeper client has its own socket layer; the Netty socket Kafka needs for TLS does not apply")),
     ("zookeeper.metadata.migration.enable", Refused(When::True, "kshard does not migrate to KRaft")),

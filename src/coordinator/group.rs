@@ -203,6 +203,9 @@ pub struct Group {
     pub offsets: HashMap<(String, i32), CommittedOffset>,
     /// OffsetCommits appended and not yet replicated.
     pub pending_commits: usize,
+    /// TxnOffsetCommits per producer id, visible once their transaction
+    /// commits (Kafka's pendingTransactionalOffsetCommits).
+    pub pending_txn_offsets: HashMap<i64, HashMap<(String, i32), CommittedOffset>>,
     /// Where the group's metadata was last appended: a SyncGroup answer
     /// waits until it is replicated.
     pub last_stored: Option<ReplicationPoint>,
@@ -238,6 +241,7 @@ impl Group {
             new_member_added: false,
             offsets: HashMap::new(),
             pending_commits: 0,
+            pending_txn_offsets: HashMap::new(),
             last_stored: None,
             subscribed_topics: None,
             join_epoch: 0,

@@ -20,9 +20,12 @@ pub mod group;
 pub mod group_coordinator;
 mod join;
 mod loading;
+pub mod log_replay;
 pub mod offsets;
 pub mod offsets_codec;
 pub mod runtime;
+pub mod transaction;
+pub mod txn_offsets;
 
 pub use group_coordinator::{CoordinatorConfig, GroupCoordinator};
 

@@ -85,7 +85,7 @@ impl GroupCoordinator {
     }
 
     /// Appends a batch to the partition of `gid` under its coordinator epoch.
-    fn append_for_group(
+    pub(super) fn append_for_group(
         &self,
         log: &mut dyn OffsetsLog,
         gid: &str,
@@ -124,11 +124,12 @@ impl GroupCoordinator {
     }
 
     /// Kafka's validateOffsetCommit.
-    fn validate_offset_commit(
+    pub(super) fn validate_offset_commit(
         g: &Group,
         generation_id: i32,
         member_id: &str,
         instance_id: Option<&str>,
+        is_transactional: bool,
     ) -> ErrorCode {
         if g.is(GroupState::Dead) {
             return errors::COORDINATOR_NOT_AVAILABLE;
@@ -138,8 +139,9 @@ impl GroupCoordinator {
                 errors::NONE if generation_id != g.generation_id => errors::ILLEGAL_GENERATION,
                 e => e,
             }
-        } else if !g.is(GroupState::Empty) {
-            // Only members may commit to a group that has members.
+        } else if !is_transactional && !g.is(GroupState::Empty) {
+            // Only members may commit to a group that has members; not so
+            // for transactional commits, whose old versions carry no member.
             errors::UNKNOWN_MEMBER_ID
         } else {
             errors::NONE
@@ -191,7 +193,7 @@ impl GroupCoordinator {
                 .insert(gid.to_string(), Group::new(gid, GroupState::Empty, now_ms));
         }
         let g = &self.groups[gid];
-        let e = Self::validate_offset_commit(g, generation_id, member_id, instance_id);
+        let e = Self::validate_offset_commit(g, generation_id, member_id, instance_id, false);
         if e != errors::NONE {
             return all(e);
         }

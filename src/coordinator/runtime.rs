@@ -9,12 +9,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use kshard_shards::log::batch::{BatchIter, Compression, RECORD_BATCH_OVERHEAD};
-use kshard_shards::log::read_slice_bytes;
-use kshard_shards::log::records::{decompress, RecordIter};
-
 use kshard_shards::mailbox::LocalBoxFuture;
 
+use kshard_shards::log::control_batch::{parse_end_txn_marker, ControlRecordType};
+
+use super::log_replay::{replay_chunk, Replayed};
 use super::{CoordinatorConfig, GroupCoordinator, OffsetsLog, ReplicationPoint, OFFSETS_TOPIC};
 use crate::admin::auto_topic_creation::offsets_topic;
 use crate::admin::AdminError;
@@ -25,9 +24,6 @@ use crate::replica::{ProducePart, ReplicaManager};
 use crate::router::{Router, CONTROLLER_SHARD};
 use crate::util::{monotonic_ms, now_ms};
 
-/// Largest decompressed batch accepted while replaying.
-const MAX_REPLAY_BATCH_BYTES: usize = 64 << 20;
-const READ_CHUNK_BYTES: u32 = 4 << 20;
 /// Longest sleep of the ticker: it wakes at the next timer bucket, or after
 /// this long to notice timers armed meanwhile and shutdown.
 const TICK_MAX_MS: u64 = 10;
@@ -281,60 +277,39 @@ impl CoordinatorRuntime {
         offset: i64,
         scratch: &mut Vec<u8>,
     ) -> Result<(i64, usize), String> {
-        let partitions = self.replica_manager.partitions();
-        let Some(part) = partitions.partition(OFFSETS_TOPIC, partition) else {
-            return Ok((offset, 0));
-        };
-        let read = part.read_for_follower(offset, READ_CHUNK_BYTES, true);
-        if read.error_code != errors::NONE {
-            return Err(format!("error {}", read.error_code));
-        }
-        let Some(slice) = read.slice else {
-            return Ok((offset, 0));
-        };
-        let bytes = read_slice_bytes(&slice).map_err(|e| e.to_string())?;
-        drop(partitions);
         let mut c = self.coordinator.borrow_mut();
         let now = now_ms() as i64;
-        let mut next = offset;
-        let mut records = 0usize;
-        for item in BatchIter::new(&bytes) {
-            let Ok((_, header, batch)) = item else {
-                break;
-            };
-            next = header.last_offset() + 1;
-            if header.is_control() || header.last_offset() < offset {
-                continue;
-            }
-            let codec =
-                Compression::from_attributes(header.attributes).unwrap_or(Compression::None);
-            let body = &batch[RECORD_BATCH_OVERHEAD.min(batch.len())..];
-            let recs: &[u8] = if codec == Compression::None {
-                body
-            } else {
-                if let Err(e) = decompress(codec, body, scratch, MAX_REPLAY_BATCH_BYTES) {
-                    log::error!(
-                        "replaying {OFFSETS_TOPIC}-{partition}: batch at {}: {e}",
+        let progress = replay_chunk(
+            &self.replica_manager,
+            OFFSETS_TOPIC,
+            partition,
+            offset,
+            scratch,
+            |item| match item {
+                Replayed::Record { header, key, value } => {
+                    let loaded = if header.is_transactional() {
+                        c.load_txn_record(header, key, value, now)
+                    } else {
+                        c.load_record(key, value, now)
+                    };
+                    if let Err(e) = loaded {
+                        log::warn!("skipping bad record in {OFFSETS_TOPIC}-{partition}: {e}");
+                    }
+                }
+                Replayed::Control { header, batch } => match parse_end_txn_marker(batch) {
+                    Ok(marker) => c.complete_txn_offsets(
+                        partition,
+                        header.producer_id,
+                        marker.control_type == ControlRecordType::Commit,
+                    ),
+                    Err(e) => log::warn!(
+                        "skipping bad control batch at {} in {OFFSETS_TOPIC}-{partition}: {e}",
                         header.base_offset
-                    );
-                    continue;
-                }
-                scratch
-            };
-            for r in RecordIter::new(recs) {
-                let Ok(r) = r else {
-                    break;
-                };
-                let Some(key) = r.key else {
-                    continue;
-                };
-                records += 1;
-                if let Err(e) = c.load_record(key, r.value, now) {
-                    log::warn!("skipping bad record in {OFFSETS_TOPIC}-{partition}: {e}");
-                }
-            }
-        }
-        Ok((next, records))
+                    ),
+                },
+            },
+        )?;
+        Ok((progress.next_offset, progress.records))
     }
 
     /// Ticks the coordinator's timers and runs offset expiry.

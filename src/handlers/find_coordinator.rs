@@ -2,10 +2,7 @@
 //! groups). Groups: the coordinator is the live leader of
 //! `__consumer_offsets` partition `partitionFor(group)` in this broker's
 //! metadata (Kafka's getCoordinator), which the topic is created for on
-//! first use. Transaction coordinators: kshard has none, so
-//! key type 1 gets INVALID_REQUEST, which clients treat as fatal (the Java
-//! producer fails initTransactions at once instead of retrying until
-//! max.block.ms), with a message saying why.
+//! first use; transactional ids likewise with `__transaction_state`.
 
 use std::rc::Rc;
 
@@ -14,6 +11,7 @@ use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
+use crate::coordinator::transaction::TRANSACTION_STATE_TOPIC;
 use crate::coordinator::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
@@ -51,11 +49,14 @@ fn find(ctx: &KafkaApis, key_type: i8, key: &str, version: i16) -> Found {
         )
     };
     match key_type {
-        GROUP_KEY_TYPE => group_coordinator(ctx, key).unwrap_or_else(not_available),
-        TRANSACTION_KEY_TYPE => fail(
+        GROUP_KEY_TYPE => coordinator_for(ctx, OFFSETS_TOPIC, key).unwrap_or_else(not_available),
+        TRANSACTION_KEY_TYPE if key.is_empty() => fail(
             errors::INVALID_REQUEST,
-            "kshard has no transaction coordinator; transactions are not supported",
+            "Transactional id must not be empty",
         ),
+        TRANSACTION_KEY_TYPE => {
+            coordinator_for(ctx, TRANSACTION_STATE_TOPIC, key).unwrap_or_else(not_available)
+        }
         SHARE_KEY_TYPE if version >= SHARE_VERSION => not_available(),
         other => fail(
             errors::INVALID_REQUEST,
@@ -64,13 +65,13 @@ fn find(ctx: &KafkaApis, key_type: i8, key: &str, version: i16) -> Found {
     }
 }
 
-/// Kafka's getCoordinator for a group: the live leader of its
-/// `__consumer_offsets` partition in this broker's metadata; None while the
-/// topic is missing, the partition has no leader or the leader is not alive.
-fn group_coordinator(ctx: &KafkaApis, group_id: &str) -> Option<Found> {
+/// Kafka's getCoordinator: the live leader of the key's partition of the
+/// coordinator's topic in this broker's metadata; None while the topic is
+/// missing, the partition has no leader or the leader is not alive.
+fn coordinator_for(ctx: &KafkaApis, internal_topic: &str, key: &str) -> Option<Found> {
     let image = ctx.metadata.image();
-    let topic = image.topic(OFFSETS_TOPIC)?;
-    let partition = partition_for(group_id, topic.partitions.len().max(1) as i32);
+    let topic = image.topic(internal_topic)?;
+    let partition = partition_for(key, topic.partitions.len().max(1) as i32);
     let leader = topic
         .partitions
         .iter()
@@ -87,14 +88,20 @@ fn group_coordinator(ctx: &KafkaApis, group_id: &str) -> Option<Found> {
     })
 }
 
-/// A missing `__consumer_offsets` is created in the background, as Kafka's
-/// FindCoordinator asks its AutoTopicCreationManager; the request is
-/// answered COORDINATOR_NOT_AVAILABLE meanwhile.
-async fn create_offsets_topic_if_missing(ctx: &KafkaApis, key_type: i8) {
-    if key_type != GROUP_KEY_TYPE || ctx.metadata.image().topic(OFFSETS_TOPIC).is_some() {
+/// A missing `__consumer_offsets` or `__transaction_state` is created in
+/// the background, as Kafka's FindCoordinator asks its
+/// AutoTopicCreationManager; the request is answered
+/// COORDINATOR_NOT_AVAILABLE meanwhile.
+async fn create_internal_topic_if_missing(ctx: &KafkaApis, key_type: i8) {
+    let topic = match key_type {
+        GROUP_KEY_TYPE => OFFSETS_TOPIC,
+        TRANSACTION_KEY_TYPE => TRANSACTION_STATE_TOPIC,
+        _ => return,
+    };
+    if ctx.metadata.image().topic(topic).is_some() {
         return;
     }
-    let names = vec![OFFSETS_TOPIC.to_string()];
+    let names = vec![topic.to_string()];
     if ctx.shard_id == CONTROLLER_SHARD {
         ctx.admin.auto_create_topics(&names);
     } else if let Err(e) = ctx
@@ -102,13 +109,13 @@ async fn create_offsets_topic_if_missing(ctx: &KafkaApis, key_type: i8) {
         .call(CONTROLLER_SHARD, ShardRequest::AutoCreateTopics { names })
         .await
     {
-        log::debug!("asking to create {OFFSETS_TOPIC}: {e:?}");
+        log::debug!("asking to create {topic}: {e:?}");
     }
 }
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: FindCoordinatorRequest = decode_body(req)?;
-    create_offsets_topic_if_missing(ctx, request.key_type).await;
+    create_internal_topic_if_missing(ctx, request.key_type).await;
     let mut response = FindCoordinatorResponse::default();
     if req.api_version >= BATCHED_VERSION {
         for key in &request.coordinator_keys {

@@ -1,27 +1,24 @@
-//! InitProducerId (API 22, v0-5) for idempotent producers. As in Kafka 3.9's
-//! TransactionCoordinator, a request without a transactional id always gets
-//! a fresh producer id with epoch 0, even when it carries an existing
-//! id/epoch pair (the KIP-360 bump fields of v3+); the id comes from the
-//! controller's producer-id blocks on the controller shard.
-//!
-//! kshard has no transaction coordinator and does not offer FindCoordinator,
-//! AddPartitionsToTxn or EndTxn. A transactional id is therefore answered
-//! UNSUPPORTED_VERSION: it is not retriable, so the Java client's
-//! InitProducerIdHandler fails at once ("Unexpected error in
-//! InitProducerIdResponse; The version of API is not supported.") instead of
-//! retrying until max.block.ms as COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR
-//! would make it, and it does not claim a missing ACL as
-//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED would.
+//! InitProducerId (API 22, v0-5), on the controller shard. Without a
+//! transactional id, as in Kafka 3.9's TransactionCoordinator, the request
+//! always gets a fresh producer id with epoch 0, even when it carries an
+//! existing id/epoch pair (the KIP-360 bump fields of v3+); the id comes
+//! from the controller's producer-id blocks. With one, the transaction
+//! coordinator answers (a new id, or the id's epoch bumped, fencing the
+//! older producer and aborting its open transaction).
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use super::{respond, HandlerResult};
+use super::{respond, txn_coordinator, HandlerResult};
+use crate::coordinator::transaction::transaction_coordinator::ProducerIdAndEpoch;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
+
+/// Before v4, PRODUCER_FENCED is sent as INVALID_PRODUCER_EPOCH.
+const PRODUCER_FENCED_VERSION: i16 = 4;
 
 /// RecordBatch.NO_PRODUCER_ID and NO_PRODUCER_EPOCH.
 const NO_PRODUCER_ID: i64 = -1;
@@ -31,6 +28,7 @@ const NO_PRODUCER_EPOCH: i16 = -1;
 #[derive(Debug, PartialEq)]
 enum Decision {
     Allocate,
+    Transactional,
     Fail(ErrorCode),
 }
 
@@ -44,7 +42,7 @@ fn decide(request: &InitProducerIdRequest) -> Decision {
     match request.transactional_id.as_ref() {
         None => Decision::Allocate,
         Some(id) if id.0.is_empty() => Decision::Fail(errors::INVALID_REQUEST),
-        Some(_) => Decision::Fail(errors::UNSUPPORTED_VERSION),
+        Some(_) => Decision::Transactional,
     }
 }
 
@@ -64,6 +62,28 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: InitProducerIdRequest = decode_body(req)?;
     let body = match decide(&request) {
         Decision::Fail(code) => response(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
+        Decision::Transactional => {
+            let id = request
+                .transactional_id
+                .as_ref()
+                .expect("decided transactional");
+            let expected =
+                (request.producer_id.0 != NO_PRODUCER_ID).then_some(ProducerIdAndEpoch {
+                    producer_id: request.producer_id.0,
+                    epoch: request.producer_epoch,
+                });
+            let r = txn_coordinator(ctx)?
+                .handle_init_producer_id(&id.0, request.transaction_timeout_ms, expected)
+                .await;
+            let error = if r.error == errors::PRODUCER_FENCED
+                && req.api_version < PRODUCER_FENCED_VERSION
+            {
+                errors::INVALID_PRODUCER_EPOCH
+            } else {
+                r.error
+            };
+            response(error, r.producer_id, r.producer_epoch)
+        }
         Decision::Allocate => match ctx
             .router
             .run_on(CONTROLLER_SHARD, ShardRequest::AllocateProducerId)
@@ -123,7 +143,7 @@ mod tests {
         assert_eq!(decide(&empty), Decision::Fail(errors::INVALID_REQUEST));
         let txn = InitProducerIdRequest::default()
             .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("t"))));
-        assert_eq!(decide(&txn), Decision::Fail(errors::UNSUPPORTED_VERSION));
+        assert_eq!(decide(&txn), Decision::Transactional);
     }
 
     #[test]

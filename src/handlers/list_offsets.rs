@@ -79,15 +79,11 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     }
     let request: ListOffsetsRequest = decode_body(req)?;
     let (mut results, by_shard) = group_by_shard(ctx, req.api_version, &request);
-    let isolation_level = request.isolation_level;
     by_shard
         .run(
             &ctx.router,
             &mut results,
-            |parts| ShardRequest::ListOffsets {
-                parts,
-                isolation_level,
-            },
+            |parts| ShardRequest::ListOffsets { parts },
             |r| match r {
                 ShardResponse::ListOffsets(r) => Some(r),
                 _ => None,
@@ -102,6 +98,10 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
 /// One result slot per partition, in request order: the partitions Kafka
 /// fails before looking at the log are answered, the others grouped by
 /// their owning shard.
+/// ListOffsets' isolation_level for read_committed consumers: the latest
+/// offset is the last stable offset.
+const READ_COMMITTED: i8 = 1;
+
 fn group_by_shard(
     ctx: &KafkaApis,
     version: i16,
@@ -137,6 +137,7 @@ fn group_by_shard(
                     partition: p.partition_index,
                     timestamp: p.timestamp,
                     current_leader_epoch: p.current_leader_epoch,
+                    read_committed: request.isolation_level == READ_COMMITTED,
                 },
             );
         }

@@ -2,6 +2,8 @@
 //! connection's shard; admin APIs that change metadata are forwarded to the
 //! controller shard and run there by `controller_dispatch`.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -12,6 +14,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -29,6 +32,8 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
+pub mod write_txn_markers;
 pub mod zk_offsets;
 
 use std::cell::RefCell;
@@ -44,6 +49,7 @@ use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::coordinator::offsets::map_store_error;
 use crate::coordinator::runtime::CoordinatorRuntime;
+use crate::coordinator::transaction::TransactionCoordinator;
 use crate::coordinator::{GroupCoordinator, OffsetsLog, ReplicationPoint};
 use crate::handlers::fetch::session::FetchSessionCache;
 use crate::metadata::metadata_cache::MetadataCache;
@@ -66,6 +72,8 @@ pub struct KafkaApis {
     pub admin: Rc<TopicAdmin>,
     /// The group coordinator; only on the controller shard.
     pub coordinator: Option<Rc<CoordinatorRuntime>>,
+    /// The transaction coordinator; only on the controller shard.
+    pub txn_coordinator: Option<Rc<TransactionCoordinator>>,
     /// Cluster mode (`zookeeper.connect`): ids, ZooKeeper and the controller thread.
     pub cluster: Option<Arc<ClusterHandle>>,
     pub fetch_sessions: RefCell<FetchSessionCache>,
@@ -96,6 +104,13 @@ impl KafkaApis {
             None => Err("the group coordinator runs on the controller shard".to_string()),
         }
     }
+}
+
+/// The transaction coordinator; requests for it run on the controller shard.
+pub fn txn_coordinator(ctx: &KafkaApis) -> Result<&Rc<TransactionCoordinator>, String> {
+    ctx.txn_coordinator
+        .as_ref()
+        .ok_or_else(|| "the transaction coordinator runs on the controller shard".to_string())
 }
 
 /// Waits until the coordinator's append at `point` is replicated as
@@ -135,7 +150,7 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::handle(ctx, &req).await,
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &req),
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
-        ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
+        ApiKey::WriteTxnMarkers => write_txn_markers::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req).await,
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
         ApiKey::AlterPartition => inter_broker::alter_partition::handle(ctx, &req).await,
@@ -153,6 +168,12 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         | ApiKey::DescribeGroups
         | ApiKey::DeleteGroups
         | ApiKey::OffsetDelete => forward_to_controller(ctx, req).await,
+        // So does the transaction coordinator (and producer id allocation).
+        ApiKey::InitProducerId
+        | ApiKey::AddPartitionsToTxn
+        | ApiKey::AddOffsetsToTxn
+        | ApiKey::EndTxn
+        | ApiKey::TxnOffsetCommit => forward_to_controller(ctx, req).await,
         other => Err(format!("API {other:?} is not served")),
     }
 }
@@ -193,6 +214,11 @@ pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerRe
         ApiKey::DescribeGroups => describe_groups::handle(ctx, &req),
         ApiKey::DeleteGroups => delete_groups::handle(ctx, &req),
         ApiKey::OffsetDelete => offset_delete::handle(ctx, &req),
+        ApiKey::InitProducerId => init_producer_id::handle(ctx, &req).await,
+        ApiKey::AddPartitionsToTxn => add_partitions_to_txn::handle(ctx, &req).await,
+        ApiKey::AddOffsetsToTxn => add_offsets_to_txn::handle(ctx, &req).await,
+        ApiKey::EndTxn => end_txn::handle(ctx, &req).await,
+        ApiKey::TxnOffsetCommit => txn_offset_commit::handle(ctx, &req).await,
         other => Err(format!("API {other:?} does not run on the controller")),
     }
 }

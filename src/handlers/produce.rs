@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{legacy_format, respond, HandlerResult};
+use crate::coordinator::transaction::TRANSACTION_STATE_TOPIC;
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
@@ -57,9 +58,6 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ProduceRequest = decode_body(req)?;
     let acks = request.acks;
     let timeout_ms = request.timeout_ms.max(0) as u64;
-    if request.transactional_id.is_some() {
-        return Err("transactional produce without a transaction coordinator".into());
-    }
     let (mut results, by_shard) = group_by_shard(ctx, req.api_version, &request);
     by_shard
         .run(
@@ -106,7 +104,7 @@ fn group_by_shard(
     let valid_acks = matches!(request.acks, -1..=1);
     // Kafka's KafkaApis: transactional records need an (authorized)
     // transactional id, else every partition fails and nothing is stored.
-    let refuse_all = has_transactional_records(request);
+    let refuse_all = request.transactional_id.is_none() && has_transactional_records(request);
     for topic in &request.topic_data {
         let name = topic.name.0.as_str();
         let info = image.topic(name);
@@ -154,9 +152,9 @@ fn partition_records(
     if !exists {
         return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
     }
-    // Kafka: "Cannot append to internal topic"; only the group
-    // coordinator writes `__consumer_offsets`.
-    if name == OFFSETS_TOPIC {
+    // Kafka: "Cannot append to internal topic"; only the coordinators
+    // write `__consumer_offsets` and `__transaction_state`.
+    if name == OFFSETS_TOPIC || name == TRANSACTION_STATE_TOPIC {
         return Err(errors::INVALID_TOPIC_EXCEPTION);
     }
     let Some(records) = &p.records else {

@@ -29,6 +29,14 @@ impl RecordsData {
     }
 }
 
+/// An aborted transaction a read_committed consumer must skip: the
+/// producer's batches from `first_offset` up to its abort marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTransaction {
+    pub producer_id: i64,
+    pub first_offset: i64,
+}
+
 pub struct FetchPartitionData {
     pub partition: i32,
     pub error_code: i16,
@@ -40,7 +48,7 @@ pub struct FetchPartitionData {
     /// (leader id, leader epoch), sent with NOT_LEADER/FENCED errors.
     pub current_leader: Option<(i32, i32)>,
     /// `None` encodes null (read_uncommitted), `Some(vec![])` an empty array.
-    pub aborted_transactions: Option<Vec<(i64, i64)>>,
+    pub aborted_transactions: Option<Vec<AbortedTransaction>>,
     pub records: RecordsData,
 }
 
@@ -140,9 +148,9 @@ pub fn encode_fetch_response(
                 }
                 Some(list) => {
                     put_array_len(&mut buf, flexible, list.len());
-                    for &(producer_id, first_offset) in list {
-                        buf.put_i64(producer_id);
-                        buf.put_i64(first_offset);
+                    for t in list {
+                        buf.put_i64(t.producer_id);
+                        buf.put_i64(t.first_offset);
                         if flexible {
                             put_uvarint(&mut buf, 0);
                         }

@@ -69,6 +69,11 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::ElectLeaders, 0, 2),
+    api(ApiKey::AddPartitionsToTxn, 0, 5),
+    api(ApiKey::AddOffsetsToTxn, 0, 4),
+    api(ApiKey::EndTxn, 0, 4),
+    api(ApiKey::WriteTxnMarkers, 0, 1),
+    api(ApiKey::TxnOffsetCommit, 0, 4),
     // Cluster mode only (left out of ApiVersions on a single broker).
     api(ApiKey::AlterPartition, 0, 3),
 ];

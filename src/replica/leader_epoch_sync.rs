@@ -48,7 +48,7 @@ mod tests {
     use crate::replica::partition::follower::test_support::{
         batch, replica_manager_in, temp_dir, topic_t, NOW_MS,
     };
-    use crate::replica::parts::{ProducePart, RoleChange};
+    use crate::replica::parts::{AppendOrigin, ProducePart, RoleChange};
 
     fn produce(epoch: i32) -> ProducePart {
         ProducePart {
@@ -85,7 +85,8 @@ mod tests {
                 let (first, second) = {
                     let mut ps = rm.partitions_mut();
                     assert_eq!(
-                        ps.append(&produce(3), NOW_MS, false).error_code,
+                        ps.append(&produce(3), NOW_MS, AppendOrigin::Client)
+                            .error_code,
                         errors::NONE
                     );
 
@@ -96,17 +97,22 @@ mod tests {
                     let first = ps.take_leader_epoch_writes("t", &[0]).unwrap();
                     assert_eq!(first.writes.len(), 1);
                     assert!(ps.take_leader_epoch_writes("t", &[0]).is_none());
-                    let refused = ps.append(&produce(4), NOW_MS, false).error_code;
+                    let refused = ps
+                        .append(&produce(4), NOW_MS, AppendOrigin::Client)
+                        .error_code;
                     assert_eq!(refused, errors::NOT_LEADER_OR_FOLLOWER);
                     let p = ps.partition_mut("t", 0).unwrap();
                     p.become_leader_or_follower(5, true).unwrap();
                     let second = ps.take_leader_epoch_writes("t", &[0]).unwrap();
                     ps.leader_epochs_synced("t", &[0], first.id);
-                    let refused = ps.append(&produce(5), NOW_MS, false).error_code;
+                    let refused = ps
+                        .append(&produce(5), NOW_MS, AppendOrigin::Client)
+                        .error_code;
                     assert_eq!(refused, errors::NOT_LEADER_OR_FOLLOWER);
                     ps.leader_epochs_synced("t", &[0], second.id);
                     assert_eq!(
-                        ps.append(&produce(5), NOW_MS, false).error_code,
+                        ps.append(&produce(5), NOW_MS, AppendOrigin::Client)
+                            .error_code,
                         errors::NONE
                     );
                     (first, second)

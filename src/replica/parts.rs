@@ -8,6 +8,16 @@ use kshard_shards::log::FileSlice;
 
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
+use crate::protocol::fetch_encoder::AbortedTransaction;
+
+/// Who appends (Kafka's AppendOrigin): a client's batches are checked
+/// against the producer state's sequences; a coordinator's (group offsets,
+/// transactional offsets) only against its producer epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOrigin {
+    Client,
+    Coordinator,
+}
 
 pub struct ProducePart {
     pub topic: String,
@@ -51,6 +61,9 @@ pub struct FetchPart {
     pub replica_id: i32,
     /// Fetch v12+: the epoch of the follower's last batch, -1 if none.
     pub last_fetched_epoch: i32,
+    /// isolation_level=read_committed: a consumer reads below the last
+    /// stable offset and is told the aborted transactions.
+    pub read_committed: bool,
 }
 
 /// Kafka's `readFromLog` limits, carried over the partitions of one fetch
@@ -106,6 +119,8 @@ pub struct FetchPartResult {
     pub read_size: u32,
     /// For a follower whose log diverged: (epoch, end offset) to truncate to.
     pub diverging_epoch: Option<(i32, i64)>,
+    /// read_committed: the aborted transactions in the range read.
+    pub aborted_transactions: Vec<AbortedTransaction>,
 }
 
 pub struct ListOffsetsPart {
@@ -113,6 +128,8 @@ pub struct ListOffsetsPart {
     pub partition: i32,
     pub timestamp: i64,
     pub current_leader_epoch: i32,
+    /// isolation_level=read_committed: LATEST is the last stable offset.
+    pub read_committed: bool,
 }
 
 /// One partition of a ListOffsets v0 request.
@@ -237,4 +254,22 @@ pub struct CheckpointEntry {
     pub cleaner_offset: Option<i64>,
     /// For `replication-offset-checkpoint`.
     pub high_watermark: i64,
+}
+
+/// One transaction marker (Kafka's WriteTxnMarkers entry) for a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    /// COMMIT, else ABORT.
+    pub commit: bool,
+}
+
+/// A marker to write to one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnMarkerPart {
+    pub topic: String,
+    pub partition: i32,
+    pub marker: TxnMarker,
 }

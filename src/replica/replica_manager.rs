@@ -231,12 +231,58 @@ impl ReplicaManager {
                     return ProducePartResult::failed(code);
                 }
             }
-            partitions.append(part, now_ms() as i64, false)
+            partitions.append(part, now_ms() as i64, AppendOrigin::Coordinator)
         };
         if result.error_code == errors::NONE {
             self.on_high_watermark_advanced(&part.topic, part.partition);
         }
         result
+    }
+
+    /// WriteTxnMarkers on this shard (Kafka appends markers with
+    /// acks=all): each marker is appended now and answered once
+    /// replicated, or with its partition's error.
+    pub fn write_txn_markers(
+        self: &Rc<Self>,
+        parts: Vec<TxnMarkerPart>,
+        timeout_ms: u64,
+    ) -> LocalBoxFuture<Vec<ErrorCode>> {
+        let now = now_ms() as i64;
+        let mut results = Vec::with_capacity(parts.len());
+        let mut appended = Vec::new();
+        {
+            let mut partitions = self.partitions_mut();
+            for (i, p) in parts.iter().enumerate() {
+                self.assert_owned(&p.topic, p.partition);
+                if let Some(code) = partitions.check_enough_replicas(&p.topic, p.partition) {
+                    results.push(code);
+                    continue;
+                }
+                match partitions.append_txn_marker(p, now) {
+                    Ok(end_offset) => {
+                        results.push(errors::NONE);
+                        appended.push((i, end_offset));
+                    }
+                    Err(code) => results.push(code),
+                }
+            }
+        }
+        let mut waits = Vec::with_capacity(appended.len());
+        for (i, end_offset) in appended {
+            let p = &parts[i];
+            self.schedule_direct_write(&p.topic, p.partition);
+            self.on_high_watermark_advanced(&p.topic, p.partition);
+            waits.push((
+                i,
+                self.wait_for_high_watermark(&p.topic, p.partition, end_offset, timeout_ms),
+            ));
+        }
+        Box::pin(async move {
+            for (i, wait) in waits {
+                results[i] = wait.await;
+            }
+            results
+        })
     }
 
     /// Resolves once the high watermark of a partition this broker leads
@@ -621,7 +667,7 @@ fn append_one(
             return (ProducePartResult::failed(code), None);
         }
     }
-    let result = partitions.append(part, now_ms as i64, true);
+    let result = partitions.append(part, now_ms as i64, AppendOrigin::Client);
     if result.error_code != errors::NONE {
         return (result, None);
     }

@@ -8,8 +8,10 @@ use std::time::Duration;
 use kshard_shards::mailbox::LocalBoxFuture;
 
 use super::{Router, ShardRequest, ShardResponse};
+use crate::protocol::errors;
+use crate::protocol::errors::ErrorCode;
 use crate::replica::delayed_fetch::FetchWaitState;
-use crate::replica::FetchPart;
+use crate::replica::{FetchPart, TxnMarkerPart};
 
 /// Parks the fetch on every listed shard (Kafka's DelayedFetch), returning
 /// when one of them completes it (`min_bytes` reached across all shards, or
@@ -41,6 +43,36 @@ pub async fn wait_for_data(
     }
     let deadline = glommio::timer::sleep(Duration::from_millis(max_wait_ms + 50));
     futures_lite::future::or(select_first(waits), deadline).await;
+}
+
+/// WriteTxnMarkers for partitions of this broker: each shard's markers
+/// written on it; one error per part, in order (REQUEST_TIMED_OUT, which
+/// the coordinator retries, if a shard cannot be reached).
+pub async fn write_txn_markers(
+    router: &Rc<Router>,
+    parts: Vec<TxnMarkerPart>,
+    timeout_ms: u64,
+) -> Vec<ErrorCode> {
+    let mut out: Vec<Option<ErrorCode>> = vec![None; parts.len()];
+    let mut groups = ShardGroups::new(router.nr_shards);
+    for (i, p) in parts.into_iter().enumerate() {
+        groups.push(router.owner_of(&p.topic, p.partition), i, p);
+    }
+    groups
+        .run(
+            router,
+            &mut out,
+            |parts| ShardRequest::WriteTxnMarkers { parts, timeout_ms },
+            |reply| match reply {
+                ShardResponse::TxnMarkers(codes) => Some(codes),
+                _ => None,
+            },
+            || errors::REQUEST_TIMED_OUT,
+        )
+        .await;
+    out.into_iter()
+        .map(|c| c.expect("every part answered"))
+        .collect()
 }
 
 pub async fn select_first(futs: Vec<LocalBoxFuture<()>>) {

@@ -23,9 +23,10 @@ use crate::replica::{
     CheckpointEntry, DeleteRecordsPart, DeleteRecordsPartResult, EpochEndOffset, EpochQuery,
     FetchBudget, FetchPart, FetchPartResult, LegacyListOffsetsPart, ListOffsetsPart,
     ListOffsetsPartResult, ProducePart, ProducePartResult, RoleChange, StopReplicaPart,
+    TxnMarkerPart,
 };
 
-pub use fan_out::{join_all, select_first, wait_for_data, ShardGroups};
+pub use fan_out::{join_all, select_first, wait_for_data, write_txn_markers, ShardGroups};
 
 /// The shard that runs topic admin and the group coordinator.
 pub const CONTROLLER_SHARD: usize = 0;
@@ -41,9 +42,6 @@ pub enum ShardRequest {
     },
     Fetch {
         parts: Vec<FetchPart>,
-        /// 0 read_uncommitted, 1 read_committed: the same bytes until
-        /// transactions exist (the LSO is the high watermark).
-        isolation_level: i8,
         /// The response limit, applied to `parts` in order.
         budget: FetchBudget,
     },
@@ -58,8 +56,6 @@ pub enum ShardRequest {
     },
     ListOffsets {
         parts: Vec<ListOffsetsPart>,
-        /// As in Fetch: no difference until transactions exist.
-        isolation_level: i8,
     },
     /// ListOffsets v0: a list of segment offsets per part.
     LegacyListOffsets {
@@ -92,6 +88,12 @@ pub enum ShardRequest {
         names: Vec<String>,
     },
     AllocateProducerId,
+    /// WriteTxnMarkers for partitions this shard owns; answered once each
+    /// marker is replicated (or with its error).
+    WriteTxnMarkers {
+        parts: Vec<TxnMarkerPart>,
+        timeout_ms: u64,
+    },
     /// Offsets for the broker-level checkpoint files.
     CollectCheckpoints,
     /// LeaderAndIsr on the owner: open the logs if needed, then become
@@ -128,6 +130,8 @@ pub enum ShardResponse {
     /// Error code per requested topic.
     AutoCreated(Vec<ErrorCode>),
     ProducerId(Result<i64, ErrorCode>),
+    /// Error code per marker of WriteTxnMarkers.
+    TxnMarkers(Vec<ErrorCode>),
     Checkpoints(Vec<CheckpointEntry>),
     /// Error code per part of BecomeLeaderOrFollower / StopReplicas.
     PartitionErrors(Vec<ErrorCode>),

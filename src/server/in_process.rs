@@ -289,6 +289,8 @@ async fn start_shard(
     ctx.router.set_mailbox(mb);
     let coordinator = ctx.coordinator.clone().expect("the controller shard");
     coordinator.start().await;
+    let txn_coordinator = ctx.txn_coordinator.clone().expect("the controller shard");
+    txn_coordinator.start().await;
     glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();
     glommio::spawn_local(super::maintenance_loop(ctx.clone())).detach();
     super::spawn_log_cleaner(&ctx)?;

@@ -343,6 +343,9 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         // before serving; in a cluster LeaderAndIsr drives loading.
         coordinator.start().await;
     }
+    if let Some(txn_coordinator) = ctx.txn_coordinator.as_ref() {
+        txn_coordinator.start().await;
+    }
     glommio::spawn_local(ctx.replica_manager.clone().run_purgatory_ticker()).detach();
     glommio::spawn_local(maintenance_loop(ctx.clone())).detach();
     if let Err(e) = spawn_log_cleaner(&ctx) {

@@ -14,12 +14,13 @@ use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::coordinator::runtime::{CoordinatorHandOver, CoordinatorRuntime};
+use crate::coordinator::transaction::{TransactionCoordinator, TxnConfig, TRANSACTION_STATE_TOPIC};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::{self, KafkaApis};
 use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
-use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager, RoleChange};
+use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager, RoleChange, TxnMarkerPart};
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// Kafka's `max.incremental.fetch.session.cache.slots` default.
@@ -77,6 +78,15 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
             router.clone(),
         ))
     });
+    // So does the transaction coordinator with __transaction_state.
+    let txn_coordinator = (sc.shard_id == CONTROLLER_SHARD).then(|| {
+        Rc::new(TransactionCoordinator::new(
+            TxnConfig::from_broker(&sc.config),
+            replica_manager.clone(),
+            admin.clone(),
+            router.clone(),
+        ))
+    });
     let apis = Rc::new(KafkaApis {
         shard_id: sc.shard_id,
         nr_shards: sc.nr_shards,
@@ -87,6 +97,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         replica_manager,
         admin,
         coordinator,
+        txn_coordinator,
         cluster: sc.cluster,
         fetch_sessions: std::cell::RefCell::new(
             crate::handlers::fetch::session::FetchSessionCache::new(
@@ -126,11 +137,9 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             rm.append_records(parts, acks, timeout_ms),
             ShardResponse::Produce,
         ),
-        ShardRequest::Fetch {
-            parts,
-            isolation_level: _,
-            budget,
-        } => ready(ShardResponse::Fetch(rm.fetch_messages(&parts, budget))),
+        ShardRequest::Fetch { parts, budget } => {
+            ready(ShardResponse::Fetch(rm.fetch_messages(&parts, budget)))
+        }
         ShardRequest::WaitForData {
             parts,
             max_wait_ms,
@@ -139,10 +148,9 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
         } => map(rm.park_fetch(parts, max_wait_ms, state, slot), |()| {
             ShardResponse::Done
         }),
-        ShardRequest::ListOffsets {
-            parts,
-            isolation_level: _,
-        } => ready(ShardResponse::ListOffsets(rm.list_offsets(&parts))),
+        ShardRequest::ListOffsets { parts } => {
+            ready(ShardResponse::ListOffsets(rm.list_offsets(&parts)))
+        }
         ShardRequest::LegacyListOffsets { parts } => ready(ShardResponse::LegacyListOffsets(
             rm.legacy_list_offsets(&parts),
         )),
@@ -172,6 +180,14 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             )
         }
         ShardRequest::AllocateProducerId => allocate_producer_id(&apis),
+        ShardRequest::WriteTxnMarkers { parts, timeout_ms } => {
+            let written = rm.write_txn_markers(parts.clone(), timeout_ms);
+            Box::pin(async move {
+                let codes = written.await;
+                complete_txn_offsets(&apis, &parts, &codes);
+                ShardResponse::TxnMarkers(codes)
+            })
+        }
         ShardRequest::CollectCheckpoints => ready(ShardResponse::Checkpoints(rm.checkpoints())),
         ShardRequest::BecomeLeaderOrFollower {
             topic,
@@ -240,11 +256,52 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
     }
 }
 
-/// The group coordinator, when `topic` is `__consumer_offsets` and this is
-/// its shard: it follows the role changes of those partitions (Kafka's
+/// Markers written to `__consumer_offsets` complete the producer's
+/// pending transactional offsets there (Kafka's onTransactionCompleted).
+fn complete_txn_offsets(apis: &KafkaApis, parts: &[TxnMarkerPart], codes: &[ErrorCode]) {
+    for (p, code) in parts.iter().zip(codes) {
+        if p.topic != OFFSETS_TOPIC || !code.is_none() {
+            continue;
+        }
+        let (partition, producer_id, commit) = (p.partition, p.marker.producer_id, p.marker.commit);
+        let done =
+            apis.with_coordinator(|c, _, _| c.complete_txn_offsets(partition, producer_id, commit));
+        debug_assert!(
+            done.is_ok(),
+            "__consumer_offsets lives on the coordinator's shard"
+        );
+    }
+}
+
+/// The coordinator whose partitions `topic`'s are, on this shard: the group
+/// coordinator for `__consumer_offsets`, the transaction coordinator for
+/// `__transaction_state`. It follows their role changes (Kafka's
 /// onLeadershipChange).
-fn coordinator_of(apis: &Rc<KafkaApis>, topic: &str) -> Option<Rc<CoordinatorRuntime>> {
-    apis.coordinator.clone().filter(|_| topic == OFFSETS_TOPIC)
+fn coordinator_of(apis: &Rc<KafkaApis>, topic: &str) -> Option<HandOverTarget> {
+    if topic == OFFSETS_TOPIC {
+        return apis.coordinator.clone().map(HandOverTarget::Groups);
+    }
+    if topic == TRANSACTION_STATE_TOPIC {
+        return apis
+            .txn_coordinator
+            .clone()
+            .map(HandOverTarget::Transactions);
+    }
+    None
+}
+
+enum HandOverTarget {
+    Groups(Rc<CoordinatorRuntime>),
+    Transactions(Rc<TransactionCoordinator>),
+}
+
+impl HandOverTarget {
+    fn on_leadership_change(&self, changes: &[CoordinatorHandOver]) {
+        match self {
+            HandOverTarget::Groups(c) => c.on_leadership_change(changes),
+            HandOverTarget::Transactions(c) => c.on_leadership_change(changes),
+        }
+    }
 }
 
 /// The partitions a LeaderAndIsr made this broker lead or follow.

@@ -25,11 +25,9 @@ KGO_TEST = FRANZ_DIR / "kgo.test"
 KGO_DIR = FRANZ_DIR / "pkg" / "kgo"
 RUN_TIMEOUT_S = 1200
 
-# Skipped against kshard only; the list shrinks as the issues land.
-KSHARD_SKIPS = {
-    "TestTxnEtl": "transactions (InitProducerId with a transactional id, "
-    "AddPartitionsToTxn, EndTxn, read_committed) are not built yet",
-}
+# Skipped against kshard only; the list shrinks as the issues land (empty
+# since transactions landed: TestTxnEtl runs against both brokers).
+KSHARD_SKIPS: dict = {}
 
 RESULT_LINE = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)")
 
@@ -77,3 +75,4 @@ def test_franz_go_kgo_integration_suite(broker_factory):
     # The run must have exercised the suite, not skipped its way to green.
     assert passed >= 100, f"{summary}\n{tail}"
     assert results.get("TestGroupETL") == "PASS", summary
+    assert results.get("TestTxnEtl") == "PASS", summary

@@ -12,10 +12,11 @@
 //! stalls produce or fetch for long.
 //!
 //! Swap (crash safety): a group's output is written as
-//! `<base>.{log,index,timeindex}.cleaned` and fsynced; the indexes and then
-//! the log are renamed to `.swap`: the `.log.swap` rename is the commit
-//! point. The group's old segments are then removed and the `.swap` files
-//! renamed to their final names. [`complete_interrupted_swaps`], run by
+//! `<base>.{log,index,timeindex}.cleaned` (and `.txnindex.cleaned`, the
+//! group's aborted transactions, when it has any) and fsynced; the indexes
+//! and then the log are renamed to `.swap`: the `.log.swap` rename is the
+//! commit point. The group's old segments are then removed and the `.swap`
+//! files renamed to their final names. [`complete_interrupted_swaps`], run by
 //! `Log::open` before stray files are deleted, finishes a committed swap;
 //! an uncommitted one leaves only `.cleaned`/stray `.swap` files, which are
 //! deleted, with the old segments whole.
@@ -33,9 +34,10 @@ use super::offset_map::OffsetMap;
 use super::recovery::{parse_segment_file_name, read_header_at};
 use super::segment::{
     segment_file_path, DiskFile, LogSegment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
 use super::time_index::{TimeIndex, TIME_INDEX_ENTRY_BYTES};
+use super::transaction_index::TransactionIndex;
 
 pub use super::cleaner_filter::delete_horizon_ms;
 
@@ -589,7 +591,7 @@ const SEGMENT_SUFFIXES: [&str; 4] = [
     LOG_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
-    ".txnindex",
+    TXN_INDEX_FILE_SUFFIX,
 ];
 
 fn suffixed(dir: &Path, base: i64, suffix: &str, extra: &str) -> PathBuf {
@@ -607,6 +609,9 @@ struct GroupWriter {
     log: DiskFile,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    /// The group's aborted transactions, all kept for now (Kafka keeps
+    /// those whose data the cleaning keeps).
+    txn_index: TransactionIndex,
     size_bytes: u64,
     bytes_since_last_index_entry: u64,
     index_interval_bytes: u64,
@@ -627,10 +632,12 @@ impl GroupWriter {
             f.set_len(0)?;
             Ok(f)
         };
+        let txn_index = merged_txn_index(log, &bases, &dir)?;
         Ok(GroupWriter {
             log: open(LOG_FILE_SUFFIX)?,
             offset_index: OffsetIndex::create(open(INDEX_FILE_SUFFIX)?, base, max_index)?,
             time_index: TimeIndex::create(open(TIME_INDEX_FILE_SUFFIX)?, base, max_index)?,
+            txn_index,
             dir,
             bases,
             seg_idx: 0,
@@ -738,10 +745,13 @@ impl GroupWriter {
         self.offset_index.flush_pending()?;
         self.time_index.flush_pending()?;
         let base = self.bases[0];
-        let paths: Vec<PathBuf> = [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX]
+        let mut paths: Vec<PathBuf> = [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX]
             .iter()
             .map(|suffix| suffixed(&self.dir, base, suffix, CLEANED_SUFFIX))
             .collect();
+        if !self.txn_index.is_empty() {
+            paths.push(self.txn_index.path().to_path_buf());
+        }
         let sync = std::thread::Builder::new()
             .name("cleaner-sync".into())
             .spawn(move || {
@@ -760,6 +770,8 @@ impl GroupWriter {
         sync.join()
             .map_err(|_| other("the cleaner's sync thread panicked".into()))??;
         let (dir, base) = (self.dir.clone(), self.bases[0]);
+        self.txn_index
+            .rename_to(suffixed(&dir, base, TXN_INDEX_FILE_SUFFIX, SWAP_SUFFIX))?;
         for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX] {
             rename(
                 &suffixed(&dir, base, suffix, CLEANED_SUFFIX),
@@ -772,6 +784,12 @@ impl GroupWriter {
                 remove_if_exists(&segment_file_path(&dir, old, suffix))?;
             }
         }
+        let txn_index_path = segment_file_path(&dir, base, TXN_INDEX_FILE_SUFFIX);
+        if self.txn_index.is_empty() {
+            // The group's first segment's index, if any, goes with it.
+            remove_if_exists(&txn_index_path)?;
+        }
+        self.txn_index.rename_to(txn_index_path)?;
         for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX] {
             rename(
                 &suffixed(&dir, base, suffix, SWAP_SUFFIX),
@@ -787,6 +805,26 @@ impl GroupWriter {
         log.replace_segments(&self.bases, seg);
         Ok(())
     }
+}
+
+/// The aborted transactions of the segments `bases` of `log`, in order, in
+/// the group's `.txnindex.cleaned` (written now: aborts are few). Entries
+/// out of order (a bad index on disk) fail the group.
+fn merged_txn_index(log: &Log, bases: &[i64], dir: &Path) -> io::Result<TransactionIndex> {
+    let base = bases[0];
+    let path = suffixed(dir, base, TXN_INDEX_FILE_SUFFIX, CLEANED_SUFFIX);
+    remove_if_exists(&path)?;
+    let mut merged = TransactionIndex::with_path(path, base);
+    let segs = log.segments().filter(|s| bases.contains(&s.base_offset()));
+    for txn in segs.flat_map(|s| s.txn_index().entries()) {
+        if merged.last_offset().is_some_and(|l| l >= txn.last_offset) {
+            return Err(other(format!(
+                "aborted transactions out of order at {txn:?}"
+            )));
+        }
+        merged.append(*txn)?;
+    }
+    Ok(merged)
 }
 
 /// Finishes swaps that reached their commit point (a `<base>.log.swap`)
@@ -842,6 +880,16 @@ pub fn complete_interrupted_swaps(dir: &Path) -> io::Result<usize> {
                 // Already renamed or never written: rebuilt on load.
                 remove_if_exists(&target)?;
             }
+        }
+        // Without a `.txnindex.swap` the target is already the group's
+        // index, or the group had no aborted transaction, and then neither
+        // had its first segment, whose entries the group keeps.
+        let txn_swap = suffixed(dir, base, TXN_INDEX_FILE_SUFFIX, SWAP_SUFFIX);
+        if txn_swap.exists() {
+            rename(
+                &txn_swap,
+                &segment_file_path(dir, base, TXN_INDEX_FILE_SUFFIX),
+            )?;
         }
         rename(&swap_path, &segment_file_path(dir, base, LOG_FILE_SUFFIX))?;
     }

@@ -540,7 +540,10 @@ fn producer_state_survives_cleaning() {
     );
     // Rebuilding producer state from the cleaned log gives the same entry.
     let mut ps = ProducerStateManager::new(&dir, i64::MAX);
-    log.for_each_batch_from(0, |h| ps.replay(h)).unwrap();
+    log.for_each_batch_from(0, |h, m| {
+        ps.replay(h, m);
+    })
+    .unwrap();
     let e = ps.last_entry(7).expect("producer 7");
     assert_eq!(e.last_seq(), 2);
     assert_eq!(e.last_data_offset(), 2);

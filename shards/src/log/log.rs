@@ -16,7 +16,6 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::batch::BatchHeader;
 use super::config::{IoMode, LogConfig};
 use super::direct_write::StagedAppend;
 use super::recovery::{load_segments, RecoveryStats};
@@ -29,6 +28,8 @@ mod close;
 mod roll_sync;
 #[path = "log_staging.rs"]
 mod staging;
+#[path = "log_txn.rs"]
+mod txn;
 pub use staging::{NewSegmentJob, WriteStep};
 
 pub use self::roll_sync::RollSyncJob;
@@ -128,6 +129,8 @@ struct Staging {
     failed: Option<String>,
     /// The last writes' bytes, for fetches of the log's tail.
     tail: super::tail_cache::TailCache,
+    /// Aborted transactions whose marker is staged: indexed when it lands.
+    pending_aborts: Vec<super::transaction_index::AbortedTxn>,
 }
 
 static NEXT_LOG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -143,6 +146,7 @@ impl Staging {
             next_segment: None,
             failed: None,
             tail: Default::default(),
+            pending_aborts: Vec::new(),
         }
     }
 
@@ -784,33 +788,6 @@ impl Log {
         Ok(())
     }
 
-    /// Calls `f` for every batch whose last offset is >= `from_offset`, in
-    /// order (used to rebuild producer state after open).
-    pub fn for_each_batch_from(
-        &self,
-        from_offset: i64,
-        mut f: impl FnMut(&BatchHeader),
-    ) -> io::Result<()> {
-        let floor = self
-            .segments
-            .range(..=from_offset)
-            .next_back()
-            .map_or(i64::MIN, |(&b, _)| b);
-        for seg in self.segments.range(floor..).map(|(_, s)| s) {
-            let Some((mut pos, _)) = seg.translate_offset(from_offset)? else {
-                continue;
-            };
-            while pos < seg.size_bytes() {
-                let header = seg.read_header(pos)?;
-                if header.last_offset() >= from_offset {
-                    f(&header);
-                }
-                pos += header.total_size() as u64;
-            }
-        }
-        Ok(())
-    }
-
     /// Clean close: final time-index entry, exact-size indexes, everything
     /// fsynced. Reopening with recovery point == log end offset scans nothing.
     pub fn close(mut self) -> io::Result<()> {
@@ -869,6 +846,13 @@ impl Log {
     /// The segment holding `offset`, for tests and tools.
     pub fn segment_for(&self, offset: i64) -> Option<&LogSegment> {
         self.segments.range(..=offset).next_back().map(|(_, s)| s)
+    }
+
+    /// The first segment starting above `offset` (a read at `offset` stops
+    /// before it).
+    pub fn segment_after(&self, offset: i64) -> Option<&LogSegment> {
+        let above = offset.checked_add(1)?;
+        self.segments.range(above..).next().map(|(_, s)| s)
     }
 }
 

@@ -118,7 +118,7 @@ fn gaps_within_a_segment_read_index_and_truncate() {
     let gap = batches.windows(2).find(|w| w[1].0 > w[0].1 + 1).unwrap();
     let in_gap = gap[0].1 + 1;
     let mut seen = Vec::new();
-    log.for_each_batch_from(in_gap, |h| seen.push(h.base_offset))
+    log.for_each_batch_from(in_gap, |h, _| seen.push(h.base_offset))
         .unwrap();
     assert_eq!(seen[0], gap[1].0);
     assert_eq!(

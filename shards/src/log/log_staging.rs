@@ -281,6 +281,7 @@ impl Log {
                 w.invalidate();
             }
             self.staging.queue.clear();
+            self.staging.pending_aborts.clear();
             self.staging.failed = Some(e.to_string());
             return Err(e);
         }
@@ -308,6 +309,7 @@ impl Log {
         );
         let first_offset = self.log_end_offset;
         self.log_end_offset = write.end_offset();
+        self.index_landed_aborts()?;
         if let Some(bytes) = write.written {
             self.staging.tail.push(
                 write.segment_base,

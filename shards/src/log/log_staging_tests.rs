@@ -348,3 +348,49 @@ fn files_made_for_a_roll_are_rolled_onto_even_if_the_rule_no_longer_asks() {
         assert_eq!(log.log_end_offset(), 2);
     });
 }
+
+/// An abort whose marker is staged is indexed when the marker lands, in
+/// the segment it lands in (here one its write rolls to).
+#[test]
+fn a_staged_markers_abort_is_indexed_where_it_lands() {
+    use crate::log::control_batch::{build_end_txn_marker_batch, ControlRecordType, EndTxnMarker};
+    use crate::log::transaction_index::AbortedTxn;
+    run(|| async {
+        let dir = test_dir();
+        let (mut log, _) = open(dir.path(), staged_config(8192), 0);
+        stage_batch(&mut log, 1, 6000);
+        assert_eq!(write_staged(&mut log).await, 1);
+        stage_batch(&mut log, 1, 6000);
+        let marker = EndTxnMarker {
+            control_type: ControlRecordType::Abort,
+            coordinator_epoch: 0,
+        };
+        let raw = build_end_txn_marker_batch(5, 0, marker, NOW);
+        let broker = ValidationConfig {
+            allow_control_batches: true,
+            ..ValidationConfig::default()
+        };
+        let mut headers = Vec::new();
+        let info = Validator::new()
+            .validate_and_patch_headers(&raw, log.next_offset(), 3, NOW, &broker, &mut headers)
+            .unwrap();
+        log.stage(PatchedRecords::new(Bytes::from(raw), headers), info)
+            .unwrap();
+        let txn = AbortedTxn {
+            producer_id: 5,
+            first_offset: 1,
+            last_offset: 2,
+            last_stable_offset: 3,
+        };
+        log.append_aborted_txn(txn).unwrap();
+        assert!(log.collect_aborted_txns(0, 10).is_empty(), "not yet landed");
+        assert_eq!(write_staged(&mut log).await, 1);
+        assert_eq!(log.segment_base_offsets(), vec![0, 1]);
+        assert_eq!(log.segment_for(1).unwrap().txn_index().entries(), [txn]);
+        assert!(log.segment_for(0).unwrap().txn_index().is_empty());
+        assert_eq!(log.collect_aborted_txns(0, 10), [txn]);
+        log.close().unwrap();
+        let (log, _) = open(dir.path(), staged_config(8192), 3);
+        assert_eq!(log.collect_aborted_txns(0, 10), [txn]);
+    });
+}

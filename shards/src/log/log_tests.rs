@@ -2,7 +2,9 @@
 //! truncation, clean reopen and crash recovery.
 
 use super::*;
-use crate::log::batch::{BatchIter, Compression, COMPRESSION_CODEC_MASK, TIMESTAMP_TYPE_MASK};
+use crate::log::batch::{
+    BatchHeader, BatchIter, Compression, COMPRESSION_CODEC_MASK, TIMESTAMP_TYPE_MASK,
+};
 use crate::log::config::IoMode;
 use crate::log::records::BatchBuilder;
 use crate::log::segment::{
@@ -761,15 +763,15 @@ fn for_each_batch_from_visits_later_batches() {
         append(&mut log, 5, NOW, 100);
     }
     let mut seen = Vec::new();
-    log.for_each_batch_from(42, |h| seen.push(h.base_offset))
+    log.for_each_batch_from(42, |h, _| seen.push(h.base_offset))
         .unwrap();
     assert_eq!(seen, (40..150).step_by(5).collect::<Vec<i64>>());
     seen.clear();
-    log.for_each_batch_from(0, |h| seen.push(h.base_offset))
+    log.for_each_batch_from(0, |h, _| seen.push(h.base_offset))
         .unwrap();
     assert_eq!(seen.len(), 30);
     seen.clear();
-    log.for_each_batch_from(150, |h| seen.push(h.base_offset))
+    log.for_each_batch_from(150, |h, _| seen.push(h.base_offset))
         .unwrap();
     assert!(seen.is_empty());
 }

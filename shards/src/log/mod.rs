@@ -1,12 +1,14 @@
 //! The partition log: Kafka's on-disk layout (`<topic>-<partition>/` holding
-//! `<20-digit base offset>.log`, `.index`, `.timeindex`), v2 batch parsing and
-//! validation, producer state, checkpoints, recovery and retention.
+//! `<20-digit base offset>.log`, `.index`, `.timeindex`, `.txnindex`), v2
+//! batch parsing and validation, transaction markers, producer state,
+//! checkpoints, recovery and retention.
 
 pub mod batch;
 pub mod checkpoint;
 pub mod cleaner;
 mod cleaner_filter;
 pub mod config;
+pub mod control_batch;
 pub mod direct_write;
 pub mod index_file;
 pub mod legacy;
@@ -23,6 +25,7 @@ pub mod tail_cache;
 #[cfg(test)]
 pub mod test_util;
 pub mod time_index;
+pub mod transaction_index;
 
 pub use self::checkpoint::{parse_partition_dir_name, partition_dir_name, OffsetCheckpointFile};
 pub use self::config::LogConfig;

@@ -1,12 +1,14 @@
-//! Idempotent producer state of one partition, after Kafka 3.9's
-//! `ProducerStateManager`, `ProducerStateEntry` and `ProducerAppendInfo`
-//! (the non-transactional part; transactional fields are kept and persisted
-//! but not driven): per producer id the epoch and the metadata of the last
-//! five batches, used to answer retried batches with their original offsets
-//! and to reject out-of-order sequences and fenced epochs. Snapshots use
-//! Kafka's `<20-digit offset>.snapshot` file format, version 1.
+//! Producer state of one partition, after Kafka 3.9's
+//! `ProducerStateManager`, `ProducerStateEntry` and `ProducerAppendInfo`:
+//! per producer id the epoch and the metadata of the last five batches,
+//! used to answer retried batches with their original offsets and to
+//! reject out-of-order sequences and fenced epochs; and the partition's
+//! transactions (`producer_txn`): each producer's open transaction, and
+//! the ones decided but not yet below the high watermark, which bound the
+//! last stable offset. Snapshots use Kafka's `<20-digit offset>.snapshot`
+//! file format, version 1.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::fs;
 use std::io;
@@ -17,6 +19,10 @@ use super::producer_snapshot::{list_snapshots, remove_if_exists, SnapshotWrites}
 pub use super::producer_snapshot::{snapshot_path, wait_for_snapshot_syncs, SnapshotFile};
 
 use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP};
+
+#[path = "producer_txn.rs"]
+mod txn;
+pub use self::txn::CompletedTxn;
 
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: duplicates are found only
 /// among this many most recent batches (the producer's max in-flight).
@@ -151,6 +157,12 @@ pub enum ProducerStateError {
     /// INVALID_PRODUCER_EPOCH (47): the epoch is older than the last seen
     /// (Kafka 2.7+ returns this rather than PRODUCER_FENCED on produce).
     InvalidProducerEpoch(String),
+    /// INVALID_TXN_STATE (48): a non-transactional batch from a producer
+    /// whose transaction is open.
+    InvalidTxnState(String),
+    /// TRANSACTION_COORDINATOR_FENCED (52): a marker from a coordinator
+    /// epoch older than the producer's last marker's.
+    TransactionCoordinatorFenced(String),
 }
 
 impl ProducerStateError {
@@ -158,6 +170,8 @@ impl ProducerStateError {
         match self {
             ProducerStateError::OutOfOrderSequence(_) => 45,
             ProducerStateError::InvalidProducerEpoch(_) => 47,
+            ProducerStateError::InvalidTxnState(_) => 48,
+            ProducerStateError::TransactionCoordinatorFenced(_) => 52,
         }
     }
 }
@@ -167,6 +181,10 @@ impl fmt::Display for ProducerStateError {
         match self {
             ProducerStateError::OutOfOrderSequence(m) => write!(f, "out of order sequence: {m}"),
             ProducerStateError::InvalidProducerEpoch(m) => write!(f, "invalid producer epoch: {m}"),
+            ProducerStateError::InvalidTxnState(m) => write!(f, "invalid transaction state: {m}"),
+            ProducerStateError::TransactionCoordinatorFenced(m) => {
+                write!(f, "transaction coordinator fenced: {m}")
+            }
         }
     }
 }
@@ -180,6 +198,12 @@ pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerStateEntry>,
     /// One past the last offset applied (Kafka's mapEndOffset).
     map_end_offset: i64,
+    /// Kafka's `ongoingTxns`: first offset -> producer id of every open
+    /// transaction (each producer's `current_txn_first_offset`).
+    ongoing_txns: BTreeMap<i64, i64>,
+    /// Kafka's `unreplicatedTxns`: decided transactions by first offset,
+    /// until the high watermark passes their marker.
+    unreplicated_txns: BTreeMap<i64, CompletedTxn>,
     /// Roll snapshots are written off the shard (`producer_snapshot`).
     snapshot_writes: Arc<SnapshotWrites>,
     /// Its generation: only this manager changes it.
@@ -195,14 +219,17 @@ impl ProducerStateManager {
             producer_id_expiration_ms,
             producers: HashMap::new(),
             map_end_offset: 0,
+            ongoing_txns: BTreeMap::new(),
+            unreplicated_txns: BTreeMap::new(),
             snapshot_writes,
             snapshot_generation,
         }
     }
 
     /// Checks a client batch (Kafka's duplicate search, then
-    /// `checkProducerEpoch` and `checkSequence`). Offsets need not be
-    /// assigned yet. Control batches and batches without a producer id pass.
+    /// `checkProducerEpoch`, `checkSequence` and `appendDataBatch`'s
+    /// transaction check). Offsets need not be assigned yet. Control
+    /// batches (see `check_marker`) and batches without a producer id pass.
     pub fn check(&self, header: &BatchHeader) -> Result<SequenceCheck, ProducerStateError> {
         if !header.has_producer_id() || header.is_control() {
             return Ok(SequenceCheck::Append);
@@ -242,12 +269,22 @@ impl ProducerStateManager {
                 )));
             }
         }
+        let open_txn = entry.and_then(|e| e.current_txn_first_offset);
+        if let (Some(first), false) = (open_txn, header.is_transactional()) {
+            return Err(ProducerStateError::InvalidTxnState(format!(
+                "expected transactional write from producer {pid}, whose transaction started at offset {first}"
+            )));
+        }
         Ok(SequenceCheck::Append)
     }
 
-    /// Records an appended batch (offsets assigned). The producer's last
-    /// timestamp is the batch max timestamp, as in Kafka, or `append_time_ms`
-    /// when the batch has none (Kafka would keep -1 and expire it at once).
+    /// Records an appended batch (offsets assigned); a transactional one
+    /// from a producer without an open transaction opens one. The
+    /// producer's last timestamp is the batch max timestamp, as in Kafka,
+    /// or `append_time_ms` when the batch has none (Kafka would keep -1 and
+    /// expire it at once). Markers go through `update_marker`; given one
+    /// here, its producer's transaction ends unrecorded (no `CompletedTxn`),
+    /// with a warning.
     pub fn update(&mut self, header: &BatchHeader, append_time_ms: i64) {
         let ts = if header.max_timestamp == NO_TIMESTAMP {
             append_time_ms
@@ -257,32 +294,26 @@ impl ProducerStateManager {
         self.apply(header, ts);
     }
 
-    /// Replays a batch read back from the log during recovery: no checks,
-    /// like Kafka's REPLICATION origin.
-    pub fn replay(&mut self, header: &BatchHeader) {
-        self.apply(header, header.max_timestamp);
-    }
-
-    fn apply(&mut self, h: &BatchHeader, timestamp_ms: i64) {
+    fn advance_map_end(&mut self, h: &BatchHeader) {
         let end = h.last_offset() + 1;
         if end > self.map_end_offset {
             self.map_end_offset = end;
         }
+    }
+
+    fn apply(&mut self, h: &BatchHeader, timestamp_ms: i64) {
+        self.advance_map_end(h);
         if !h.has_producer_id() {
+            return;
+        }
+        if h.is_control() {
+            self.end_txn_unrecorded(h, timestamp_ms);
             return;
         }
         let entry = self
             .producers
             .entry(h.producer_id)
             .or_insert_with(|| ProducerStateEntry::empty(h.producer_id));
-        if h.is_control() {
-            // A transaction marker (Kafka's appendEndTxnMarker, without the
-            // coordinator epoch, which lives in the marker record).
-            entry.maybe_update_epoch(h.producer_epoch);
-            entry.current_txn_first_offset = None;
-            entry.last_timestamp_ms = timestamp_ms;
-            return;
-        }
         entry.add_batch(
             h.producer_epoch,
             BatchMetadata {
@@ -294,6 +325,7 @@ impl ProducerStateManager {
         );
         if h.is_transactional() && entry.current_txn_first_offset.is_none() {
             entry.current_txn_first_offset = Some(h.base_offset);
+            self.start_txn(h.producer_id, h.base_offset);
         }
     }
 
@@ -352,6 +384,8 @@ impl ProducerStateManager {
     ) -> io::Result<i64> {
         assert!(log_start_offset <= log_end_offset);
         self.producers.clear();
+        self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
         let writes = Arc::clone(&self.snapshot_writes);
         let _writes = writes.lock();
         let mut snapshots = list_snapshots(&self.dir)?;
@@ -364,6 +398,10 @@ impl ProducerStateManager {
                 Ok(entries) => {
                     for e in entries {
                         if !self.is_expired(&e, now_ms) {
+                            // Kafka's loadProducerEntry.
+                            if let Some(first) = e.current_txn_first_offset {
+                                self.start_txn(e.producer_id, first);
+                            }
                             self.producers.insert(e.producer_id, e);
                         }
                     }
@@ -422,6 +460,8 @@ impl ProducerStateManager {
             }
         }
         self.producers.clear();
+        self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
         self.map_end_offset = offset;
         Ok(())
     }
@@ -518,292 +558,5 @@ fn read_snapshot(path: &Path) -> io::Result<Vec<ProducerStateEntry>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::log::batch::set_base_offset;
-    use crate::log::records::BatchBuilder;
-
-    /// Header of a batch of `n` records from (pid, epoch, seq), at `offset`.
-    fn header(pid: i64, epoch: i16, seq: i32, n: usize, offset: i64, ts: i64) -> BatchHeader {
-        let mut b = BatchBuilder::new(0).producer(pid, epoch, seq);
-        for _ in 0..n {
-            b.push(ts, None, Some(b"v"), &[]);
-        }
-        let mut bytes = b.build();
-        set_base_offset(&mut bytes, offset);
-        BatchHeader::parse(&bytes).unwrap()
-    }
-
-    fn manager() -> (tempfile::TempDir, ProducerStateManager) {
-        let dir = tempfile::tempdir().unwrap();
-        let m = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
-        (dir, m)
-    }
-
-    /// Appends `count` batches of 2 records for pid 1 epoch 0 from seq 0.
-    fn append_run(m: &mut ProducerStateManager, count: i32) {
-        for i in 0..count {
-            let h = header(1, 0, i * 2, 2, i as i64 * 2, 1000 + i as i64);
-            assert_eq!(m.check(&h), Ok(SequenceCheck::Append), "batch {i}");
-            m.update(&h, 0);
-        }
-    }
-
-    #[test]
-    fn in_order_and_duplicates_of_last_five() {
-        let (_d, mut m) = manager();
-        append_run(&mut m, 7);
-        assert_eq!(m.producer_count(), 1);
-        let e = m.last_entry(1).unwrap();
-        assert_eq!(e.batches().count(), NUM_BATCHES_TO_RETAIN);
-        assert_eq!((e.last_seq(), e.last_data_offset()), (13, 13));
-        assert_eq!(m.map_end_offset(), 14);
-        // Batches 2..=6 are remembered: retries get their original offsets.
-        for i in 2..7 {
-            let retry = header(1, 0, i * 2, 2, 0, 0);
-            assert_eq!(
-                m.check(&retry),
-                Ok(SequenceCheck::Duplicate {
-                    first_offset: i as i64 * 2,
-                    last_offset: i as i64 * 2 + 1,
-                    timestamp_ms: 1000 + i as i64,
-                })
-            );
-        }
-        // The sixth-newest is forgotten, so it is out of order.
-        let old = m.check(&header(1, 0, 2, 2, 0, 0)).unwrap_err();
-        assert_eq!(old.error_code(), 45);
-        // A different range over the same sequences is not a duplicate.
-        assert_eq!(
-            m.check(&header(1, 0, 12, 1, 0, 0))
-                .unwrap_err()
-                .error_code(),
-            45
-        );
-    }
-
-    #[test]
-    fn gaps_and_new_producers() {
-        let (_d, mut m) = manager();
-        // Unknown producer ids may start at any sequence (Kafka 2.4+).
-        let h = header(5, 3, 42, 1, 0, 1);
-        assert_eq!(m.check(&h), Ok(SequenceCheck::Append));
-        m.update(&h, 0);
-        assert_eq!(
-            m.check(&header(5, 3, 44, 1, 1, 1))
-                .unwrap_err()
-                .error_code(),
-            45
-        );
-        assert_eq!(
-            m.check(&header(5, 3, 42, 2, 1, 1))
-                .unwrap_err()
-                .error_code(),
-            45
-        );
-        assert_eq!(
-            m.check(&header(5, 3, 43, 1, 1, 1)),
-            Ok(SequenceCheck::Append)
-        );
-        // Non-idempotent batches always pass.
-        let plain =
-            BatchHeader::parse(&BatchBuilder::new(0).add(1, None, None, &[]).build()).unwrap();
-        assert_eq!(m.check(&plain), Ok(SequenceCheck::Append));
-    }
-
-    #[test]
-    fn epoch_bump_and_fencing() {
-        let (_d, mut m) = manager();
-        append_run(&mut m, 2);
-        let bumped_bad = m.check(&header(1, 1, 4, 1, 0, 0)).unwrap_err();
-        assert_eq!(bumped_bad.error_code(), 45);
-        let bumped = header(1, 1, 0, 1, 4, 5);
-        assert_eq!(m.check(&bumped), Ok(SequenceCheck::Append));
-        m.update(&bumped, 0);
-        let e = m.last_entry(1).unwrap();
-        assert_eq!((e.producer_epoch, e.batches().count()), (1, 1));
-        let fenced = m.check(&header(1, 0, 4, 1, 0, 0)).unwrap_err();
-        assert_eq!(fenced.error_code(), 47);
-        // Even a retry of an old-epoch batch is fenced, not a duplicate.
-        assert_eq!(
-            m.check(&header(1, 0, 0, 2, 0, 0)).unwrap_err().error_code(),
-            47
-        );
-    }
-
-    #[test]
-    fn sequence_wraps_at_i32_max() {
-        let (_d, mut m) = manager();
-        let h = header(2, 0, i32::MAX - 1, 2, 0, 1);
-        m.update(&h, 0);
-        assert_eq!(m.last_entry(2).unwrap().last_seq(), i32::MAX);
-        assert_eq!(
-            m.check(&header(2, 0, 0, 1, 2, 1)),
-            Ok(SequenceCheck::Append)
-        );
-        // A batch spanning the wrap is found as a duplicate by its range.
-        let span = header(2, 0, i32::MAX, 3, 2, 1);
-        assert_eq!(span.last_sequence(), 1);
-        m.update(&span, 0);
-        assert!(matches!(
-            m.check(&span),
-            Ok(SequenceCheck::Duplicate {
-                first_offset: 2,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn snapshot_syncs_drain_and_survive_deletion() {
-        let (dir, mut m) = manager();
-        append_run(&mut m, 3);
-        for offset in [3, 5, 7] {
-            m.take_snapshot(offset).unwrap();
-        }
-        // Deleted before its write ran: not written, not an error.
-        m.delete_snapshots_before(7).unwrap();
-        wait_for_snapshot_syncs();
-        assert_eq!(m.snapshot_offsets().unwrap(), vec![7]);
-        let file = dir.path().join("00000000000000000007.snapshot");
-        assert!(read_snapshot(&file).is_ok());
-        assert!(super::super::producer_snapshot::sync_snapshot(
-            &dir.path().join("00000000000000000003.snapshot")
-        )
-        .is_ok());
-    }
-
-    #[test]
-    fn snapshot_round_trip() {
-        let (dir, mut m) = manager();
-        append_run(&mut m, 3);
-        let other = header(9, 4, 10, 3, 6, 2000);
-        m.update(&other, 0);
-        m.take_snapshot(9).unwrap();
-        wait_for_snapshot_syncs();
-        let file = dir.path().join("00000000000000000009.snapshot");
-        let bytes = fs::read(&file).unwrap();
-        assert_eq!(bytes.len(), 10 + 2 * SNAPSHOT_ENTRY_BYTES);
-        assert_eq!(&bytes[..2], &[0, 1]);
-
-        let mut n = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
-        assert_eq!(n.load(0, 20, 2500).unwrap(), 9);
-        assert_eq!(n.producer_count(), 2);
-        let e = n.last_entry(9).unwrap();
-        assert_eq!(
-            (e.producer_epoch, e.last_seq(), e.last_data_offset()),
-            (4, 12, 8)
-        );
-        assert_eq!(e.last_timestamp_ms, 2000);
-        // Only the last batch survives a snapshot, and it still dedupes.
-        assert!(matches!(
-            n.check(&header(1, 0, 4, 2, 0, 0)),
-            Ok(SequenceCheck::Duplicate {
-                first_offset: 4,
-                last_offset: 5,
-                ..
-            })
-        ));
-        assert_eq!(
-            n.check(&header(1, 0, 6, 1, 0, 0)),
-            Ok(SequenceCheck::Append)
-        );
-        // Expired producers are not loaded.
-        let expired = n
-            .load(0, 20, 2000 + DEFAULT_PRODUCER_ID_EXPIRATION_MS)
-            .unwrap();
-        assert_eq!((expired, n.producer_count()), (9, 0));
-    }
-
-    #[test]
-    fn load_skips_newer_and_corrupt_snapshots() {
-        let (dir, mut m) = manager();
-        append_run(&mut m, 1);
-        m.take_snapshot(2).unwrap();
-        append_run(&mut m, 0);
-        m.update(&header(1, 0, 2, 2, 2, 1), 0);
-        m.take_snapshot(4).unwrap();
-        m.take_snapshot(50).unwrap();
-        wait_for_snapshot_syncs();
-        // Corrupt the one at 4.
-        let p4 = snapshot_path(dir.path(), 4);
-        let mut bytes = fs::read(&p4).unwrap();
-        *bytes.last_mut().unwrap() ^= 0xff;
-        fs::write(&p4, bytes).unwrap();
-        fs::write(dir.path().join("junk.snapshot"), b"x").unwrap();
-
-        let mut n = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
-        assert_eq!(n.load(0, 10, 0).unwrap(), 2);
-        assert_eq!(n.snapshot_offsets().unwrap(), [2]);
-        assert_eq!(n.last_entry(1).unwrap().last_seq(), 1);
-        // Truncated files are corrupt too; with none left, replay from start.
-        fs::write(snapshot_path(dir.path(), 2), [0u8, 1, 0]).unwrap();
-        assert_eq!(n.load(1, 10, 0).unwrap(), 1);
-        assert_eq!(n.producer_count(), 0);
-        assert!(n.snapshot_offsets().unwrap().is_empty());
-    }
-
-    #[test]
-    fn expiry_truncation_and_deletion() {
-        let (_d, mut m) = manager();
-        append_run(&mut m, 2);
-        m.take_snapshot(2).unwrap();
-        m.take_snapshot(4).unwrap();
-        m.take_snapshot(6).unwrap();
-        wait_for_snapshot_syncs();
-        m.remove_expired(1001 + DEFAULT_PRODUCER_ID_EXPIRATION_MS - 1);
-        assert_eq!(m.producer_count(), 1);
-        m.remove_expired(1001 + DEFAULT_PRODUCER_ID_EXPIRATION_MS);
-        assert_eq!(m.producer_count(), 0);
-
-        m.delete_snapshots_before(4).unwrap();
-        assert_eq!(m.snapshot_offsets().unwrap(), [4, 6]);
-        assert_eq!(m.truncate_and_reload(0, 5, 1500).unwrap(), 4);
-        assert_eq!(m.snapshot_offsets().unwrap(), [4]);
-        assert_eq!(m.producer_count(), 1);
-        m.truncate_to(3).unwrap();
-        assert_eq!(m.producer_count(), 0);
-        assert!(m.snapshot_offsets().unwrap().is_empty());
-    }
-
-    /// A roll's snapshot still queued when the log is truncated below it is
-    /// never written: a restart would load producer state from the
-    /// discarded history. One queued when retention cut below it neither.
-    #[test]
-    fn queued_snapshots_above_a_truncation_or_below_retention_are_not_written() {
-        let (_d, mut m) = manager();
-        append_run(&mut m, 2);
-        let (release, blocked) = std::sync::mpsc::channel::<()>();
-        super::super::producer_snapshot::SNAPSHOT_SYNCS.push(move || {
-            let _ = blocked.recv();
-        });
-        m.take_snapshot(2).unwrap();
-        m.take_snapshot(10).unwrap();
-        m.delete_snapshots_before(3).unwrap();
-        m.truncate_to(5).unwrap();
-        append_run(&mut m, 1);
-        m.take_snapshot(6).unwrap();
-        release.send(()).unwrap();
-        wait_for_snapshot_syncs();
-        assert_eq!(m.snapshot_offsets().unwrap(), [6]);
-    }
-
-    /// A manager made again for the same directory (a partition reopened)
-    /// drops what the earlier one still had queued.
-    #[test]
-    fn a_new_manager_drops_the_snapshots_an_earlier_one_queued() {
-        let (dir, mut m) = manager();
-        append_run(&mut m, 2);
-        let (release, blocked) = std::sync::mpsc::channel::<()>();
-        super::super::producer_snapshot::SNAPSHOT_SYNCS.push(move || {
-            let _ = blocked.recv();
-        });
-        m.take_snapshot(10).unwrap();
-        let mut reopened = ProducerStateManager::new(dir.path(), DEFAULT_PRODUCER_ID_EXPIRATION_MS);
-        assert_eq!(reopened.truncate_and_reload(0, 5, 1500).unwrap(), 0);
-        release.send(()).unwrap();
-        wait_for_snapshot_syncs();
-        assert!(reopened.snapshot_offsets().unwrap().is_empty());
-        drop(m);
-    }
-}
+#[path = "producer_state_tests.rs"]
+mod tests;

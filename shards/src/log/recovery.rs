@@ -12,14 +12,13 @@ use super::batch::{BatchHeader, CRC_COVERAGE_START, NO_TIMESTAMP, RECORD_BATCH_O
 use super::config::{LogConfig, MAX_SEGMENT_BYTES};
 use super::segment::{
     segment_file_path, DiskFile, LogSegment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
 
 /// Scratch buffer for streaming CRC checks and record scans.
 pub const SCAN_BUFFER_BYTES: usize = 64 * 1024;
 
 const STRAY_SUFFIXES: [&str; 4] = [".tmp", ".cleaned", ".swap", ".deleted"];
-const TXN_INDEX_FILE_SUFFIX: &str = ".txnindex";
 
 /// What `Log::open` had to do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,7 +158,11 @@ pub fn find_record(
 
 /// Kafka's `LogSegment.recover`: rebuilds both indexes from the log, and cuts
 /// the log at the first batch that is truncated, fails its CRC, or has
-/// offsets out of order. Returns (bytes truncated, valid batches).
+/// offsets out of order. Returns (bytes truncated, valid batches). The
+/// transaction index keeps its entries for markers still in the segment
+/// (Kafka rebuilds it from producer state here; kshard replays producer
+/// state after the load, `Log::replay_producer_state`, which adds back
+/// entries missing at its end).
 pub fn recover_segment(seg: &mut LogSegment, scratch: &mut [u8]) -> io::Result<(u64, u64)> {
     seg.offset_index.reset()?;
     seg.time_index.reset()?;
@@ -219,6 +222,7 @@ pub fn recover_segment(seg: &mut LogSegment, scratch: &mut [u8]) -> io::Result<(
     if truncated > 0 {
         seg.set_log_len(valid)?;
     }
+    seg.txn_index.truncate_to(next_offset)?;
     seg.size_bytes = valid;
     seg.next_offset = next_offset;
     seg.max_timestamp_so_far = max_ts;

@@ -1,7 +1,9 @@
 //! Kafka's `LogSegment`: one `.log` file of v2 batches plus its offset and
-//! time indexes, named by the 20-digit base offset. Reads always go through
-//! the buffered [`DiskFile`]; in `log.io.mode=direct` the active segment's
-//! appends go through a [`DirectWriter`] instead (see [`direct_io`]).
+//! time indexes and its transaction index (a `.txnindex` only once it has
+//! an aborted transaction), named by the 20-digit base offset. Reads always
+//! go through the buffered [`DiskFile`]; in `log.io.mode=direct` the active
+//! segment's appends go through a [`DirectWriter`] instead (see
+//! [`direct_io`]).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -17,6 +19,7 @@ use super::offset_index::OffsetIndex;
 use super::patched::PatchedRecords;
 use super::recovery::{find_record, read_header_at, read_valid_batch, SCAN_BUFFER_BYTES};
 use super::time_index::TimeIndex;
+use super::transaction_index::{self, TransactionIndex};
 use super::{FileSlice, LogAppendInfo};
 
 #[path = "direct_io.rs"]
@@ -26,6 +29,7 @@ pub use self::direct_io::DirectWriter;
 pub const LOG_FILE_SUFFIX: &str = ".log";
 pub const INDEX_FILE_SUFFIX: &str = ".index";
 pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
+pub const TXN_INDEX_FILE_SUFFIX: &str = ".txnindex";
 
 /// `<dir>/<20-digit base offset><suffix>`, Kafka's `LogFileUtils` naming.
 pub fn segment_file_path(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
@@ -127,11 +131,13 @@ pub struct NewSegmentFiles {
     log: DiskFile,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    txn_index: TransactionIndex,
 }
 
 impl NewSegmentFiles {
     /// Creates (or truncates) the segment's three files, the log file
-    /// preallocated when the config says so.
+    /// preallocated when the config says so; a stale `.txnindex` of the
+    /// same name goes, as Kafka's roll deletes it.
     pub fn create(dir: &Path, base_offset: i64, config: &LogConfig) -> io::Result<Self> {
         assert!(base_offset >= 0, "negative base offset {base_offset}");
         let log = DiskFile::open(&segment_file_path(dir, base_offset, LOG_FILE_SUFFIX), true)?;
@@ -147,11 +153,17 @@ impl NewSegmentFiles {
             &segment_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
             true,
         )?;
+        let txn_index = TransactionIndex::new(dir, base_offset);
+        match std::fs::remove_file(txn_index.path()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         Ok(NewSegmentFiles {
             base_offset,
             log,
             offset_index: OffsetIndex::create(oi, base_offset, config.max_index_size_bytes)?,
             time_index: TimeIndex::create(ti, base_offset, config.max_index_size_bytes)?,
+            txn_index,
         })
     }
 
@@ -174,6 +186,7 @@ pub struct ClosingSegment {
     log: DiskFile,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    txn_index: TransactionIndex,
     /// The active segment's size: its indexes are unmapped and trimmed to
     /// their entries, and its log file to its batches.
     trim_to_bytes: Option<u64>,
@@ -201,6 +214,7 @@ impl ClosingSegment {
             self.log.sync_data()?;
             self.offset_index.sync()?;
             self.time_index.sync()?;
+            self.txn_index.sync()?;
         }
         Ok(())
     }
@@ -213,6 +227,8 @@ pub struct LogSegment {
     pub(super) size_bytes: u64,
     pub(super) offset_index: OffsetIndex,
     pub(super) time_index: TimeIndex,
+    /// Aborted transactions whose marker is in this segment.
+    pub(super) txn_index: TransactionIndex,
     pub(super) index_interval_bytes: u32,
     pub(super) bytes_since_last_index_entry: u64,
     /// -1 until a batch with a timestamp is seen.
@@ -248,6 +264,7 @@ impl LogSegment {
             log,
             offset_index,
             time_index,
+            txn_index,
         } = files;
         LogSegment {
             base_offset,
@@ -255,6 +272,7 @@ impl LogSegment {
             size_bytes: 0,
             offset_index,
             time_index,
+            txn_index,
             index_interval_bytes: config.index_interval_bytes,
             bytes_since_last_index_entry: 0,
             max_timestamp_so_far: NO_TIMESTAMP,
@@ -305,6 +323,7 @@ impl LogSegment {
             }
             Err(e) => return Err(e),
         };
+        let txn_index = transaction_index::load_for_segment(dir, base_offset)?;
         let last_time = time_index.last_entry();
         let mut seg = LogSegment {
             base_offset,
@@ -312,6 +331,7 @@ impl LogSegment {
             size_bytes,
             offset_index,
             time_index,
+            txn_index,
             index_interval_bytes: config.index_interval_bytes,
             bytes_since_last_index_entry: 0,
             max_timestamp_so_far: last_time.timestamp,
@@ -343,6 +363,7 @@ impl LogSegment {
             log,
             offset_index,
             time_index,
+            txn_index,
             direct,
             size_bytes,
             dirty,
@@ -353,6 +374,7 @@ impl LogSegment {
             log,
             offset_index,
             time_index,
+            txn_index,
             trim_to_bytes: active.then_some(size_bytes),
             dirty: dirty || active,
         }
@@ -378,6 +400,9 @@ impl LogSegment {
     }
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
+    }
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
     }
 
     /// Routes later appends through an O_DIRECT descriptor (idempotent).
@@ -780,6 +805,7 @@ impl LogSegment {
         let mapping = self.translate_offset(offset)?;
         self.offset_index.truncate_to(offset)?;
         self.time_index.truncate_to(offset)?;
+        self.txn_index.truncate_to(offset)?;
         let Some((position, _)) = mapping else {
             return Ok(0);
         };
@@ -892,7 +918,7 @@ impl LogSegment {
         Ok(())
     }
 
-    /// Writes pending index entries and fsyncs the log and both indexes.
+    /// Writes pending index entries and fsyncs the log and the indexes.
     pub fn sync(&mut self) -> io::Result<()> {
         match &mut self.direct {
             Some(w) => w.sync_data()?,
@@ -900,6 +926,7 @@ impl LogSegment {
         }
         self.offset_index.sync()?;
         self.time_index.sync()?;
+        self.txn_index.sync()?;
         self.dirty = false;
         Ok(())
     }
@@ -909,7 +936,7 @@ impl LogSegment {
     /// out here (the job waits for the others), and the files to fdatasync
     /// are returned. The segment counts as clean from now on; the log
     /// tracks the sync until it completes.
-    pub fn detach_sync(&mut self) -> io::Result<[Arc<File>; 3]> {
+    pub fn detach_sync(&mut self) -> io::Result<Vec<Arc<File>>> {
         assert!(
             self.direct.is_none(),
             "only inactive segments sync in the background"
@@ -917,11 +944,13 @@ impl LogSegment {
         self.offset_index.flush_unless_behind()?;
         self.time_index.flush_unless_behind()?;
         self.dirty = false;
-        Ok([
+        let mut files = vec![
             self.log.shared(),
             self.offset_index.file().shared(),
             self.time_index.file().shared(),
-        ])
+        ];
+        files.extend(self.txn_index.shared_file());
+        Ok(files)
     }
 
     /// Removes the segment's files (open slices keep their descriptor).
@@ -937,13 +966,7 @@ impl LogSegment {
                 Err(e) => return Err(e),
             }
         }
-        let txn = segment_file_path(
-            self.log.path().parent().unwrap_or(Path::new(".")),
-            self.base_offset,
-            ".txnindex",
-        );
-        let _ = std::fs::remove_file(txn);
-        Ok(())
+        self.txn_index.delete()
     }
 }
 

@@ -42,6 +42,10 @@ pub struct ValidationConfig {
     pub timestamp_after_max_ms: i64,
     /// `cleanup.policy` contains `compact`: every record needs a key.
     pub compacted: bool,
+    /// The broker's own append of control batches (transaction markers,
+    /// Kafka's `AppendOrigin.COORDINATOR`): control batches pass, with a
+    /// producer id and base sequence -1. Clients' appends keep false.
+    pub allow_control_batches: bool,
 }
 
 impl Default for ValidationConfig {
@@ -52,6 +56,7 @@ impl Default for ValidationConfig {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             compacted: false,
+            allow_control_batches: false,
         }
     }
 }
@@ -495,9 +500,10 @@ impl Validator {
             )));
         }
         if h.is_control() {
-            return Err(invalid("clients are not allowed to write control records"));
-        }
-        if h.has_producer_id() && h.base_sequence < 0 {
+            if !cfg.allow_control_batches {
+                return Err(invalid("clients are not allowed to write control records"));
+            }
+        } else if h.has_producer_id() && h.base_sequence < 0 {
             return Err(invalid(format!(
                 "invalid sequence number {} in record batch with producer id {}",
                 h.base_sequence, h.producer_id
@@ -856,6 +862,46 @@ mod tests {
         }
         fix_crc(&mut garbage);
         assert_eq!(code(garbage, &cfg), 2);
+    }
+
+    /// The broker's own marker append (Kafka's COORDINATOR origin) takes
+    /// the same path as a client's; clients still may not write one.
+    #[test]
+    fn control_batches_pass_only_for_the_broker() {
+        use crate::log::control_batch::{
+            build_end_txn_marker_batch, parse_end_txn_marker, ControlRecordType, EndTxnMarker,
+        };
+        let marker = EndTxnMarker {
+            control_type: ControlRecordType::Abort,
+            coordinator_epoch: 4,
+        };
+        let b = build_end_txn_marker_batch(77, 2, marker, NOW_MS);
+        let client = ValidationConfig {
+            compacted: true,
+            ..ValidationConfig::default()
+        };
+        assert_eq!(code(b.clone(), &client), 87);
+        let broker = ValidationConfig {
+            allow_control_batches: true,
+            ..client
+        };
+        let mut appended = b.clone();
+        let info = validate_and_assign_offsets(&mut appended, 40, 6, NOW_MS, &broker).unwrap();
+        assert_eq!(
+            (info.first_offset, info.last_offset, info.record_count),
+            (40, 40, 1)
+        );
+        assert_eq!(info.max_timestamp, NOW_MS);
+        let h = BatchHeader::parse(&appended).unwrap();
+        assert_eq!((h.base_offset, h.partition_leader_epoch), (40, 6));
+        assert!(verify_crc(&appended).is_ok());
+        assert_eq!(parse_end_txn_marker(&appended), Ok(marker));
+        // A data batch without a sequence is still refused.
+        let no_seq = BatchBuilder::new(0)
+            .producer(3, 0, -1)
+            .add(1, Some(b"k"), None, &[])
+            .build();
+        assert_eq!(code(no_seq, &broker), 87);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! Waiting JoinGroup/SyncGroup requests hold a oneshot answered later.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use kshard_shards::oneshot;
@@ -124,6 +124,9 @@ pub struct GroupCoordinator {
     /// loading; the groups of any other partition get NOT_COORDINATOR.
     pub partitions: HashMap<i32, OffsetsPartition>,
     pub(super) next_load_id: u64,
+    /// Groups with pending transactional offsets, per producer id (Kafka's
+    /// openGroupsForProducer), so a marker finds them without a scan.
+    pub(super) open_groups_for_producer: HashMap<i64, HashSet<String>>,
     /// The timer clock minus the wall clock. Callers pass wall-clock `now`s
     /// (stored in records); timers run on the runtime's monotonic clock, so
     /// a step of the wall clock neither fires them all nor parks them.
@@ -145,6 +148,7 @@ impl GroupCoordinator {
             fired: RefCell::new(Vec::new()),
             partitions: HashMap::new(),
             next_load_id: 0,
+            open_groups_for_producer: HashMap::new(),
             timer_clock_skew_ms: 0,
         }
     }

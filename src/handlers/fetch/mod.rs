@@ -37,8 +37,13 @@ fn session_error_response(req: &Request, code: ErrorCode) -> HandlerResult {
     encode_fetch_response(req.api_version, req.header.correlation_id, data).map(Some)
 }
 
-fn fetch_part(w: &RequestedPartition, replica_id: i32) -> FetchPart {
+/// Fetch's isolation_level for read_committed consumers.
+const READ_COMMITTED: i8 = 1;
+
+fn fetch_part(w: &RequestedPartition, replica_id: i32, isolation_level: i8) -> FetchPart {
     FetchPart {
+        // Followers read to the log end whatever they ask.
+        read_committed: replica_id < 0 && isolation_level == READ_COMMITTED,
         topic: w.topic.clone(),
         partition: w.partition,
         fetch_offset: w.fetch_offset,
@@ -58,6 +63,7 @@ fn shard_failed() -> FetchPartResult {
         slice: None,
         read_size: 0,
         diverging_epoch: None,
+        aborted_transactions: Vec::new(),
     }
 }
 
@@ -77,7 +83,7 @@ async fn read_all(
             by_shard.push(
                 ctx.owner_of(&w.topic, w.partition),
                 i,
-                fetch_part(w, replica_id),
+                fetch_part(w, replica_id, isolation_level),
             );
         }
     }
@@ -85,11 +91,7 @@ async fn read_all(
         .run(
             &ctx.router,
             &mut out,
-            |parts| ShardRequest::Fetch {
-                parts,
-                isolation_level,
-                budget,
-            },
+            |parts| ShardRequest::Fetch { parts, budget },
             |r| match r {
                 ShardResponse::Fetch(r) => Some(r),
                 _ => None,
@@ -137,8 +139,7 @@ async fn read_limited(
             continue;
         }
         let request = ShardRequest::Fetch {
-            parts: vec![fetch_part(w, replica_id)],
-            isolation_level,
+            parts: vec![fetch_part(w, replica_id, isolation_level)],
             budget: left,
         };
         let owner = ctx.owner_of(&w.topic, w.partition);
@@ -261,12 +262,17 @@ async fn wait_for_min_bytes(
     ctx: &Rc<KafkaApis>,
     wanted: &[RequestedPartition],
     replica_id: i32,
+    isolation_level: i8,
     max_wait_ms: u64,
     min_bytes: u64,
 ) {
     let mut by_shard: Vec<Vec<FetchPart>> = (0..ctx.nr_shards).map(|_| Vec::new()).collect();
     for w in wanted.iter().filter(|w| w.error.is_none()) {
-        by_shard[ctx.owner_of(&w.topic, w.partition)].push(fetch_part(w, replica_id));
+        by_shard[ctx.owner_of(&w.topic, w.partition)].push(fetch_part(
+            w,
+            replica_id,
+            isolation_level,
+        ));
     }
     let by_shard: Vec<(usize, Vec<FetchPart>)> = by_shard
         .into_iter()
@@ -320,7 +326,7 @@ async fn read_or_wait(
         return results;
     }
     let max_wait_ms = request.max_wait_ms as u64;
-    wait_for_min_bytes(ctx, wanted, replica_id, max_wait_ms, min_bytes).await;
+    wait_for_min_bytes(ctx, wanted, replica_id, isolation, max_wait_ms, min_bytes).await;
     read_limited(ctx, wanted, isolation, replica_id, budget)
         .await
         .0
@@ -436,7 +442,7 @@ fn read_partition(
         log_start_offset: r.log_start_offset,
         diverging_epoch: r.diverging_epoch,
         current_leader: None,
-        aborted_transactions: (!read_uncommitted).then(Vec::new),
+        aborted_transactions: (!read_uncommitted).then_some(r.aborted_transactions),
         records: match r.slice {
             Some(s) => RecordsData::File(s),
             None => RecordsData::Empty,

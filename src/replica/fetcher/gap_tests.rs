@@ -119,6 +119,7 @@ fn follower_fetch(p: &Partition, replica: i32, max_bytes: u32) -> FetchPart {
         current_leader_epoch: LEADER_EPOCH,
         replica_id: replica,
         last_fetched_epoch: req.last_fetched_epoch,
+        read_committed: false,
     }
 }
 

@@ -195,11 +195,8 @@ impl Partition {
                 );
             }
         }
-        for (_, h, _) in BatchIter::new(new).flatten() {
-            if h.has_producer_id() {
-                self.producer_state.update(&h, now_ms);
-            }
-        }
+        self.track_appended_batches(new, now_ms)
+            .map_err(|e| self.storage_error("writing the transaction index", &e))?;
         Ok(Some(info))
     }
 
@@ -277,9 +274,8 @@ impl Partition {
             self.log.log_end_offset(),
             now_ms,
         )?;
-        let producers = &mut self.producer_state;
         self.log
-            .for_each_batch_from(replay_from, |h| producers.replay(h))
+            .replay_producer_state(&mut self.producer_state, replay_from)
     }
 }
 

@@ -5,6 +5,7 @@ pub mod follower;
 pub mod leader;
 pub mod leader_epoch;
 pub mod leader_epoch_writes;
+pub mod transactions;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use kshard_shards::log::log_create::PreparedLog;
 use kshard_shards::log::patched::PatchedRecords;
 use kshard_shards::log::producer_state::{ProducerStateManager, SequenceCheck};
 use kshard_shards::log::validate::{ValidationConfig, ValidationError, Validator};
-use kshard_shards::log::FileSlice;
+use kshard_shards::log::{FileSlice, LogAppendInfo};
 
 use crate::config::topic::TopicConfig;
 use crate::protocol::errors;
@@ -139,6 +140,7 @@ pub(crate) fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
         timestamp_before_max_ms: c.message_timestamp_before_max_ms,
         timestamp_after_max_ms: c.message_timestamp_after_max_ms,
         compacted: c.is_compacted(),
+        allow_control_batches: false,
     }
 }
 
@@ -178,7 +180,7 @@ impl Partition {
         prepared: Option<PreparedLog>,
     ) -> io::Result<Partition> {
         let dir: PathBuf = log_dir.join(format!("{topic}-{partition}"));
-        let (log, stats) = match prepared {
+        let (mut log, stats) = match prepared {
             Some(prepared) => {
                 assert_eq!(prepared.dir(), dir, "a log prepared for another partition");
                 let log = Log::open_new(prepared, log_config_of(&config, io_mode), now_ms)?;
@@ -203,10 +205,12 @@ impl Partition {
         let mut producer_state = ProducerStateManager::new(&dir, producer_id_expiration_ms);
         let replay_from =
             producer_state.load(log.log_start_offset(), log.log_end_offset(), now_ms)?;
-        log.for_each_batch_from(replay_from, |h: &BatchHeader| producer_state.replay(h))?;
+        log.replay_producer_state(&mut producer_state, replay_from)?;
         let mut leader_epoch_cache = LeaderEpochCache::open(&dir)?;
         leader_epoch_cache.reset_to_log_end_queued(leader_epoch, log.log_end_offset())?;
         let initial_hw = log.log_end_offset();
+        // Transactions replay completed are decided below it.
+        producer_state.on_high_watermark_updated(initial_hw);
         Ok(Partition {
             topic: topic.to_string(),
             partition,
@@ -273,6 +277,7 @@ impl Partition {
     /// through `increment_high_watermark`, which asserts.
     pub fn set_high_watermark(&mut self, hw: i64) {
         self.hw = hw.clamp(self.log.log_start_offset(), self.log.log_end_offset());
+        self.producer_state.on_high_watermark_updated(self.hw);
     }
 
     /// Kafka's `UnifiedLog.maybeIncrementHighWatermark`, once the leader has
@@ -299,6 +304,7 @@ impl Partition {
         // it: start there, as `set_high_watermark` would.
         self.hw = new_hw.max(self.log.log_start_offset());
         assert!(self.hw > old_hw && self.hw <= leo);
+        self.producer_state.on_high_watermark_updated(self.hw);
     }
 
     /// Validates, deduplicates (idempotent producers), assigns offsets and
@@ -362,6 +368,38 @@ impl Partition {
             }
             first = false;
         }
+        let validation = self.validation;
+        let info = self.validate_and_append(
+            records,
+            validator,
+            now_ms,
+            allow_staging,
+            &validation,
+            |producers, h| {
+                if h.has_producer_id() {
+                    producers.update(h, now_ms);
+                }
+            },
+        )?;
+        Ok(AppendResult {
+            base_offset: info.first_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            log_start_offset: self.log.log_start_offset(),
+        })
+    }
+
+    /// Validates and assigns offsets, then appends (or, with
+    /// `allow_staging`, stages in a direct-mode log); `on_stored` sees each
+    /// stored batch's header with the producer state, in log order.
+    pub(crate) fn validate_and_append(
+        &mut self,
+        records: &Bytes,
+        validator: &mut Validator,
+        now_ms: i64,
+        allow_staging: bool,
+        validation: &ValidationConfig,
+        mut on_stored: impl FnMut(&mut ProducerStateManager, &BatchHeader),
+    ) -> Result<LogAppendInfo, AppendError> {
         let next_offset = self.log.next_offset();
         let topic_partition = format!("{}-{}", self.topic, self.partition);
         let validation_error = |e: ValidationError| {
@@ -382,7 +420,7 @@ impl Partition {
                     next_offset,
                     self.leader_epoch,
                     now_ms,
-                    &self.validation,
+                    validation,
                     &mut headers,
                 )
                 .map_err(validation_error)?;
@@ -391,8 +429,8 @@ impl Partition {
             if let Err(e) = self.log.stage(staged, info) {
                 return Err(self.storage_error("appending records", &e));
             }
-            for h in stored.iter().filter(|h| h.has_producer_id()) {
-                self.producer_state.update(h, now_ms);
+            for h in &stored {
+                on_stored(&mut self.producer_state, h);
             }
             info
         } else {
@@ -403,7 +441,7 @@ impl Partition {
                     next_offset,
                     self.leader_epoch,
                     now_ms,
-                    &self.validation,
+                    validation,
                 )
                 .map_err(validation_error)?;
             let appended = &buf[..info.valid_bytes];
@@ -416,19 +454,13 @@ impl Partition {
             }
             debug_assert_eq!(self.log.log_end_offset(), info.last_offset + 1);
             for (_, h, _) in BatchIter::new(appended).flatten() {
-                if h.has_producer_id() {
-                    self.producer_state.update(&h, now_ms);
-                }
+                on_stored(&mut self.producer_state, &h);
             }
             info
         };
         debug_assert_eq!(info.first_offset, next_offset);
         debug_assert_eq!(self.log.next_offset(), info.last_offset + 1);
-        Ok(AppendResult {
-            base_offset: info.first_offset,
-            log_append_time_ms: info.log_append_time_ms,
-            log_start_offset: self.log.log_start_offset(),
-        })
+        Ok(info)
     }
 
     fn snapshot_producer_state(&mut self, offset: i64) {
@@ -470,7 +502,18 @@ impl Partition {
     /// Reads for a consumer: whole batches below the high watermark.
     pub fn read(&self, fetch_offset: i64, max_bytes: u32, min_one_batch: bool) -> PartitionRead {
         let hw = self.high_watermark();
-        let mut out = self.read_below(fetch_offset, max_bytes, hw, min_one_batch, "read");
+        self.read_for_consumer(fetch_offset, max_bytes, hw, min_one_batch)
+    }
+
+    /// A consumer's read below `end_offset` (the HW, or the LSO).
+    pub(crate) fn read_for_consumer(
+        &self,
+        fetch_offset: i64,
+        max_bytes: u32,
+        end_offset: i64,
+        min_one_batch: bool,
+    ) -> PartitionRead {
+        let mut out = self.read_below(fetch_offset, max_bytes, end_offset, min_one_batch, "read");
         // Kafka's createLogReadResult(e): a failed read reports no offsets.
         if out.error_code != errors::NONE {
             out.high_watermark = -1;
@@ -505,7 +548,7 @@ impl Partition {
         let mut out = PartitionRead {
             error_code: errors::NONE,
             high_watermark: hw,
-            last_stable_offset: hw,
+            last_stable_offset: self.last_stable_offset(),
             log_start_offset: self.log.log_start_offset(),
             slice: None,
             read_size: 0,

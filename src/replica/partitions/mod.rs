@@ -329,13 +329,50 @@ impl Partitions {
             .collect()
     }
 
-    /// Appends one partition's records as leader; see
-    /// `Partition::append_records_as_leader` for `allow_staging`.
+    /// A transaction marker from the coordinator (WriteTxnMarkers): the
+    /// offset after it, or the partition's error.
+    pub fn append_txn_marker(
+        &mut self,
+        part: &TxnMarkerPart,
+        now_ms: i64,
+    ) -> Result<i64, ErrorCode> {
+        let absent = self.absent_error();
+        let found = self
+            .topics
+            .get_mut(part.topic.as_str())
+            .and_then(|t| t.get_mut(&part.partition));
+        let partition = match found {
+            Some(p) if p.accepts_appends() => p,
+            Some(_) => return Err(errors::NOT_LEADER_OR_FOLLOWER),
+            None => return Err(absent),
+        };
+        match partition.append_txn_marker(&part.marker, &mut self.validator, now_ms) {
+            Ok(end_offset) => {
+                partition.maybe_increment_high_watermark();
+                Ok(end_offset)
+            }
+            Err(e) => {
+                log::info!(
+                    "{}-{}: transaction marker of producer {} refused: error {} {}",
+                    part.topic,
+                    part.partition,
+                    part.marker.producer_id,
+                    e.error_code,
+                    e.message
+                );
+                Err(e.error_code)
+            }
+        }
+    }
+
+    /// Appends one partition's records as leader: a client's (staged in a
+    /// direct-mode log, see `Partition::append_records_as_leader`) or a
+    /// coordinator's (written now, without the sequence checks).
     pub fn append(
         &mut self,
         part: &ProducePart,
         now_ms: i64,
-        allow_staging: bool,
+        origin: AppendOrigin,
     ) -> ProducePartResult {
         let absent = self.absent_error();
         let found = self
@@ -352,12 +389,15 @@ impl Partitions {
                 })
             }
         };
-        match partition.append_records_as_leader(
-            &part.records,
-            &mut self.validator,
-            now_ms,
-            allow_staging,
-        ) {
+        let appended = match origin {
+            AppendOrigin::Client => {
+                partition.append_records_as_leader(&part.records, &mut self.validator, now_ms, true)
+            }
+            AppendOrigin::Coordinator => {
+                partition.append_records_as_coordinator(&part.records, &mut self.validator, now_ms)
+            }
+        };
+        match appended {
             Ok(r) => {
                 // A single replica (or an ISR of one) commits at once.
                 partition.maybe_increment_high_watermark();
@@ -399,6 +439,7 @@ impl Partitions {
             slice: None,
             read_size: 0,
             diverging_epoch: None,
+            aborted_transactions: Vec::new(),
         };
         let absent = self.absent_error();
         let Some(partition) = self
@@ -435,11 +476,12 @@ impl Partitions {
                 return FetchPartResult {
                     error_code: errors::NONE,
                     high_watermark: partition.high_watermark(),
-                    last_stable_offset: partition.high_watermark(),
+                    last_stable_offset: partition.last_stable_offset(),
                     log_start_offset: partition.log.log_start_offset(),
                     slice: None,
                     read_size: 0,
                     diverging_epoch: Some((epoch, end)),
+                    aborted_transactions: Vec::new(),
                 };
             }
         }
@@ -457,14 +499,20 @@ impl Partitions {
             return FetchPartResult {
                 error_code: r.error_code,
                 high_watermark: partition.high_watermark(),
-                last_stable_offset: partition.high_watermark(),
+                last_stable_offset: partition.last_stable_offset(),
                 log_start_offset: r.log_start_offset,
                 slice: r.slice,
                 read_size: r.read_size,
                 diverging_epoch: None,
+                aborted_transactions: Vec::new(),
             };
         }
-        let r = partition.read(part.fetch_offset, max_bytes, min_one_batch);
+        let (r, aborted_transactions) = if part.read_committed {
+            partition.read_committed(part.fetch_offset, max_bytes, min_one_batch)
+        } else {
+            let r = partition.read(part.fetch_offset, max_bytes, min_one_batch);
+            (r, Vec::new())
+        };
         budget.take(r.read_size);
         FetchPartResult {
             error_code: r.error_code,
@@ -474,6 +522,7 @@ impl Partitions {
             slice: r.slice,
             read_size: r.read_size,
             diverging_epoch: None,
+            aborted_transactions,
         }
     }
 
@@ -490,6 +539,8 @@ impl Partitions {
         }
         let end = if part.replica_id >= 0 {
             p.log.log_end_offset()
+        } else if part.read_committed {
+            p.last_stable_offset()
         } else {
             p.high_watermark()
         };
@@ -536,6 +587,7 @@ impl Partitions {
             leader_epoch: p.leader_epoch_cache.epoch_for_offset(offset),
         };
         match part.timestamp {
+            LATEST_TIMESTAMP if part.read_committed => ok(p.last_stable_offset(), -1),
             LATEST_TIMESTAMP => ok(p.high_watermark(), -1),
             // No tiered storage: Kafka answers no offset and no epoch.
             LATEST_TIERED_TIMESTAMP => ListOffsetsPartResult {

@@ -77,6 +77,7 @@ public final class Client {
             case "delete-records": deleteRecords(opts); break;
             case "describe": describe(opts); break;
             case "group-consume": GroupHost.run(opts); break;
+            case "txn-etl": Transactions.etl(opts); break;
             default: throw new IllegalArgumentException("unknown subcommand " + argv[0]);
         }
         System.out.flush();

@@ -1,0 +1,48 @@
+//! AddOffsetsToTxn (API 25, v0-4), run by the transaction coordinator:
+//! adds the group's `__consumer_offsets` partition to the transaction, so
+//! the producer's TxnOffsetCommit there commits or aborts with it.
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+
+use super::{respond, txn_coordinator, HandlerResult};
+use crate::coordinator::transaction::transaction_metadata::TopicPartition;
+use crate::coordinator::{partition_for, OFFSETS_TOPIC};
+use crate::handlers::KafkaApis;
+use crate::protocol::{decode_body, errors, Request};
+
+/// Before v2, PRODUCER_FENCED is sent as INVALID_PRODUCER_EPOCH.
+const PRODUCER_FENCED_VERSION: i16 = 2;
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+    let r: AddOffsetsToTxnRequest = decode_body(req)?;
+    let offsets_partitions = ctx
+        .metadata
+        .image()
+        .topic(OFFSETS_TOPIC)
+        .map_or(ctx.config.offsets_topic_num_partitions, |t| {
+            t.partitions.len() as i32
+        })
+        .max(1);
+    let partition = TopicPartition {
+        topic: OFFSETS_TOPIC.to_string(),
+        partition: partition_for(&r.group_id.0, offsets_partitions),
+    };
+    let mut e = txn_coordinator(ctx)?
+        .handle_add_partitions(
+            &r.transactional_id.0,
+            r.producer_id.0,
+            r.producer_epoch,
+            BTreeSet::from([partition]),
+        )
+        .await;
+    if e == errors::PRODUCER_FENCED && req.api_version < PRODUCER_FENCED_VERSION {
+        e = errors::INVALID_PRODUCER_EPOCH;
+    }
+    respond(
+        req,
+        &AddOffsetsToTxnResponse::default().with_error_code(e.code()),
+    )
+}

@@ -1,0 +1,109 @@
+//! TxnOffsetCommit (API 28, v0-4), run by the group coordinator: a
+//! transactional producer's offsets for a group, written in its
+//! transaction and committed or dropped with it. Partitions of unknown
+//! topics get UNKNOWN_TOPIC_OR_PARTITION (Kafka's KafkaApis).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use super::{group_stored, respond, HandlerResult};
+use crate::coordinator::offsets::CommitPart;
+use crate::coordinator::txn_offsets::TxnOffsetCommit;
+use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
+use crate::protocol::{decode_body, errors, Request};
+
+/// Before v2, COORDINATOR_LOAD_IN_PROGRESS is sent as COORDINATOR_NOT_AVAILABLE.
+const LOAD_IN_PROGRESS_VERSION: i16 = 2;
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+    let r: TxnOffsetCommitRequest = decode_body(req)?;
+    let image = ctx.metadata.image();
+    let mut parts = Vec::new();
+    // Per request partition: its index in `parts`, or its error.
+    let mut slots: Vec<Result<usize, ErrorCode>> = Vec::new();
+    for t in &r.topics {
+        let topic = image.topic(&t.name.0);
+        for p in &t.partitions {
+            let exists = topic.is_some_and(|t| {
+                t.partitions
+                    .iter()
+                    .any(|q| q.partition == p.partition_index)
+            });
+            if !exists {
+                slots.push(Err(errors::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            }
+            parts.push(CommitPart {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+            });
+            slots.push(Ok(parts.len() - 1));
+        }
+    }
+    let commit = TxnOffsetCommit {
+        group_id: &r.group_id.0,
+        producer_id: r.producer_id.0,
+        producer_epoch: r.producer_epoch,
+        generation_id: r.generation_id,
+        member_id: &r.member_id,
+        instance_id: r.group_instance_id.as_deref(),
+        parts: &parts,
+    };
+    let outcome = if parts.is_empty() {
+        None
+    } else {
+        Some(ctx.with_coordinator(|c, log, now| c.txn_commit_offsets(log, &commit, now))?)
+    };
+    let mut results = Vec::new();
+    if let Some(outcome) = outcome {
+        let e = group_stored(ctx, outcome.stored).await;
+        if !e.is_none() {
+            ctx.with_coordinator(|c, _, _| c.fail_txn_commit(&outcome))?;
+        }
+        results = outcome
+            .results
+            .into_iter()
+            .map(|r| if r.is_none() { e } else { r })
+            .collect();
+    }
+    // Producers before 2.0 (v0-1) do not expect the loading error.
+    let for_version = |e: ErrorCode| {
+        if e == errors::COORDINATOR_LOAD_IN_PROGRESS && req.api_version < LOAD_IN_PROGRESS_VERSION {
+            errors::COORDINATOR_NOT_AVAILABLE
+        } else {
+            e
+        }
+    };
+    let mut slots = slots.into_iter();
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let e = match slots.next().expect("a slot per partition") {
+                        Ok(i) => results[i],
+                        Err(e) => e,
+                    };
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(for_version(e).code())
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    respond(req, &TxnOffsetCommitResponse::default().with_topics(topics))
+}
