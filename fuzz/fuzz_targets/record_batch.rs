@@ -12,6 +12,8 @@ fuzz_target!(|data: &[u8]| {
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
         compacted: data.first().is_some_and(|b| b & 1 == 1),
+        // The coordinator's marker appends take control batches.
+        allow_control_batches: data.first().is_some_and(|b| b & 2 == 2),
     };
     let mut buf = data.to_vec();
     let _ = Validator::new().validate_and_assign_offsets(&mut buf, 0, 0, 0, &cfg);

@@ -1,6 +1,8 @@
 //! OffsetFetch (API 9, v1-9; v8+ asks for several groups). Partitions
 //! without a committed offset answer -1 with no error, so the consumer
-//! applies its auto.offset.reset.
+//! applies its auto.offset.reset. With `require_stable` (v7+, read_committed
+//! consumers), a partition with transactional offsets not yet committed or
+//! aborted answers UNSTABLE_OFFSET_COMMIT, which the consumer retries.
 
 use std::rc::Rc;
 
@@ -15,7 +17,7 @@ use super::{respond, HandlerResult};
 use crate::coordinator::offsets::OffsetRow;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
-use crate::protocol::{decode_body, Request};
+use crate::protocol::{decode_body, errors, Request};
 
 const MULTI_GROUP_VERSION: i16 = 8;
 /// v0/1 have no top-level error: a group error goes on every partition.
@@ -23,20 +25,48 @@ const TOP_LEVEL_ERROR_VERSION: i16 = 2;
 
 type Fetched = (ErrorCode, Vec<OffsetRow>);
 
-/// Groups consecutive (topic, partition) rows by topic.
+/// Groups consecutive (topic, partition) rows by topic; each row with its
+/// partition error.
 fn by_topic<T>(
-    rows: Vec<OffsetRow>,
-    mut f: impl FnMut(i32, i64, i32, String) -> T,
+    rows: Vec<(OffsetRow, ErrorCode)>,
+    mut f: impl FnMut(i32, i64, i32, String, ErrorCode) -> T,
 ) -> Vec<(String, Vec<T>)> {
     let mut out: Vec<(String, Vec<T>)> = Vec::new();
-    for (t, p, o, e, m) in rows {
-        let item = f(p, o, e, m);
+    for ((t, p, o, e, m), error) in rows {
+        let item = f(p, o, e, m, error);
         match out.last_mut() {
             Some((name, items)) if *name == t => items.push(item),
             _ => out.push((t, vec![item])),
         }
     }
     out
+}
+
+/// Kafka's getOffsets with requireStable: a partition with pending
+/// transactional offsets gets no offset and UNSTABLE_OFFSET_COMMIT.
+fn stable_rows(
+    ctx: &KafkaApis,
+    group_id: &str,
+    rows: Vec<OffsetRow>,
+    require_stable: bool,
+) -> Result<Vec<(OffsetRow, ErrorCode)>, String> {
+    if !require_stable {
+        return Ok(rows.into_iter().map(|r| (r, errors::NONE)).collect());
+    }
+    ctx.with_coordinator(|c, _, _| {
+        rows.into_iter()
+            .map(|(t, p, o, e, m)| {
+                if c.has_pending_txn_offset(group_id, &t, p) {
+                    (
+                        (t, p, -1, -1, String::new()),
+                        errors::UNSTABLE_OFFSET_COMMIT,
+                    )
+                } else {
+                    ((t, p, o, e, m), errors::NONE)
+                }
+            })
+            .collect()
+    })
 }
 
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
@@ -64,12 +94,14 @@ fn fetch_groups(ctx: &KafkaApis, r: &OffsetFetchRequest) -> Result<OffsetFetchRe
         });
         let (error, rows): Fetched =
             ctx.with_coordinator(|c, _, _| c.fetch_offsets(&g.group_id.0, asked.as_deref()))?;
-        let topics = by_topic(rows, |p, o, e, m| {
+        let rows = stable_rows(ctx, &g.group_id.0, rows, r.require_stable)?;
+        let topics = by_topic(rows, |p, o, e, m, partition_error| {
             OffsetFetchResponsePartitions::default()
                 .with_partition_index(p)
                 .with_committed_offset(o)
                 .with_committed_leader_epoch(e)
                 .with_metadata(Some(StrBytes::from_string(m)))
+                .with_error_code(partition_error.code())
         })
         .into_iter()
         .map(|(t, ps)| {
@@ -108,7 +140,7 @@ fn fetch_group(
     let per_partition_error = if v < TOP_LEVEL_ERROR_VERSION {
         error
     } else {
-        crate::protocol::errors::NONE
+        errors::NONE
     };
     if error != 0 && v < TOP_LEVEL_ERROR_VERSION {
         rows = asked
@@ -117,13 +149,19 @@ fn fetch_group(
             .map(|(t, p)| (t, p, -1, -1, String::new()))
             .collect();
     }
-    let topics = by_topic(rows, |p, o, e, m| {
+    let rows = stable_rows(ctx, &r.group_id.0, rows, r.require_stable)?;
+    let topics = by_topic(rows, |p, o, e, m, unstable| {
+        let partition_error = if unstable.is_none() {
+            per_partition_error
+        } else {
+            unstable
+        };
         OffsetFetchResponsePartition::default()
             .with_partition_index(p)
             .with_committed_offset(o)
             .with_committed_leader_epoch(e)
             .with_metadata(Some(StrBytes::from_string(m)))
-            .with_error_code(per_partition_error.code())
+            .with_error_code(partition_error.code())
     })
     .into_iter()
     .map(|(t, ps)| {

@@ -713,3 +713,96 @@ fn a_wall_clock_step_neither_fires_nor_parks_timers() {
     c.tick(&mut log, 10_002 + hour_ms);
     assert!(!c.groups["g"].has(&m1), "expired on the timer clock");
 }
+
+fn txn_commit(
+    c: &mut GroupCoordinator,
+    log: &mut MemLog,
+    producer_id: i64,
+    offset: i64,
+    now_ms: i64,
+) -> crate::coordinator::txn_offsets::TxnCommitOutcome {
+    let parts = [CommitPart {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+    }];
+    let commit = crate::coordinator::txn_offsets::TxnOffsetCommit {
+        group_id: "s",
+        producer_id,
+        producer_epoch: 0,
+        generation_id: -1,
+        member_id: "",
+        instance_id: None,
+        parts: &parts,
+    };
+    c.txn_commit_offsets(log, &commit, now_ms)
+}
+
+#[test]
+fn transactional_offsets_wait_for_their_marker() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    let p = partition_for("s", 50);
+    let offset_of = |c: &GroupCoordinator| c.fetch_offsets("s", None).1.first().map(|r| r.2);
+    // Committed by producer 7: pending (and unstable) until its marker.
+    let o = txn_commit(&mut c, &mut log, 7, 5, 1);
+    assert_eq!(o.results, vec![errors::NONE]);
+    assert!(o.stored.is_some());
+    assert!(c.has_pending_txn_offset("s", "t", 0));
+    assert_eq!(offset_of(&c), None);
+    // A marker on another partition or of another producer changes nothing.
+    c.complete_txn_offsets(p + 1, 7, true);
+    c.complete_txn_offsets(p, 8, true);
+    assert!(c.has_pending_txn_offset("s", "t", 0));
+    c.complete_txn_offsets(p, 7, true);
+    assert!(!c.has_pending_txn_offset("s", "t", 0));
+    assert_eq!(offset_of(&c), Some(5));
+    // An abort drops them.
+    txn_commit(&mut c, &mut log, 7, 9, 2);
+    c.complete_txn_offsets(p, 7, false);
+    assert_eq!(offset_of(&c), Some(5));
+    // A failed append is no longer pending.
+    let o = txn_commit(&mut c, &mut log, 9, 11, 3);
+    c.fail_txn_commit(&o);
+    assert!(!c.has_pending_txn_offset("s", "t", 0));
+    // The batch is the producer's, transactional.
+    let (_, batch) = log.batches.last().unwrap();
+    let h = kshard_shards::log::batch::BatchHeader::parse(batch).unwrap();
+    assert!(h.is_transactional() && h.producer_id == 9);
+}
+
+#[test]
+fn transactional_offsets_are_replayed_with_their_markers() {
+    let mut c = coordinator(0);
+    let mut log = MemLog::default();
+    txn_commit(&mut c, &mut log, 7, 5, 1);
+    txn_commit(&mut c, &mut log, 8, 6, 2);
+    // Reloaded from the log: 7 committed (its marker replayed), 8 still open.
+    let mut fresh = coordinator(0);
+    let p = partition_for("s", 50);
+    fresh.unload(p, None);
+    assert!(fresh.begin_loading(p, 1).is_some());
+    for (_, batch) in &log.batches {
+        let h = kshard_shards::log::batch::BatchHeader::parse(batch).unwrap();
+        for r in RecordIter::new(&batch[RECORD_BATCH_OVERHEAD..]) {
+            let r = r.unwrap();
+            fresh
+                .load_txn_record(&h, r.key.unwrap(), r.value, 3)
+                .unwrap();
+        }
+    }
+    fresh.complete_txn_offsets(p, 7, true);
+    fresh.finish_loading(p, 4);
+    assert_eq!(
+        fresh.fetch_offsets("s", None).1.first().map(|r| r.2),
+        Some(5)
+    );
+    assert!(fresh.has_pending_txn_offset("s", "t", 0));
+    fresh.complete_txn_offsets(p, 8, true);
+    assert_eq!(
+        fresh.fetch_offsets("s", None).1.first().map(|r| r.2),
+        Some(6)
+    );
+}

@@ -262,7 +262,8 @@ impl Partition {
         if target <= self.log.log_start_offset() {
             return Ok(false);
         }
-        self.log.delete_records_before(target)?;
+        let start = self.log.delete_records_before(target)?;
+        self.producer_state.on_log_start_offset_incremented(start);
         Ok(true)
     }
 

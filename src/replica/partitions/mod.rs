@@ -694,10 +694,14 @@ impl Partitions {
             return DeleteRecordsPartResult::failed(errors::OFFSET_OUT_OF_RANGE);
         }
         match p.log.delete_records_before(target) {
-            Ok(low_watermark) => DeleteRecordsPartResult {
-                error_code: errors::NONE,
-                low_watermark,
-            },
+            Ok(low_watermark) => {
+                p.producer_state
+                    .on_log_start_offset_incremented(low_watermark);
+                DeleteRecordsPartResult {
+                    error_code: errors::NONE,
+                    low_watermark,
+                }
+            }
             Err(e) => {
                 p.storage_error(&format!("deleting records before {target}"), &e);
                 DeleteRecordsPartResult::failed(errors::KAFKA_STORAGE_ERROR)
@@ -747,11 +751,15 @@ impl Partitions {
                 if run_retention {
                     match p.log.delete_old_segments(now_ms) {
                         Ok(0) => {}
-                        Ok(bytes) => log::info!(
-                            "retention removed {bytes} bytes from {}-{}",
-                            p.topic,
-                            p.partition
-                        ),
+                        Ok(bytes) => {
+                            let start = p.log.log_start_offset();
+                            p.producer_state.on_log_start_offset_incremented(start);
+                            log::info!(
+                                "retention removed {bytes} bytes from {}-{}",
+                                p.topic,
+                                p.partition
+                            )
+                        }
                         Err(e) => log::error!("retention {}-{}: {e}", p.topic, p.partition),
                     }
                 }
