@@ -13,6 +13,8 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
+pub mod describe_transactions;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -25,6 +27,7 @@ pub mod leave_group;
 mod legacy_format;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -151,6 +154,7 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &req),
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
         ApiKey::WriteTxnMarkers => write_txn_markers::handle(ctx, &req).await,
+        ApiKey::DescribeProducers => describe_producers::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req).await,
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
         ApiKey::AlterPartition => inter_broker::alter_partition::handle(ctx, &req).await,
@@ -173,7 +177,9 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         | ApiKey::AddPartitionsToTxn
         | ApiKey::AddOffsetsToTxn
         | ApiKey::EndTxn
-        | ApiKey::TxnOffsetCommit => forward_to_controller(ctx, req).await,
+        | ApiKey::TxnOffsetCommit
+        | ApiKey::DescribeTransactions
+        | ApiKey::ListTransactions => forward_to_controller(ctx, req).await,
         other => Err(format!("API {other:?} is not served")),
     }
 }
@@ -219,6 +225,8 @@ pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerRe
         ApiKey::AddOffsetsToTxn => add_offsets_to_txn::handle(ctx, &req).await,
         ApiKey::EndTxn => end_txn::handle(ctx, &req).await,
         ApiKey::TxnOffsetCommit => txn_offset_commit::handle(ctx, &req).await,
+        ApiKey::DescribeTransactions => describe_transactions::handle(ctx, &req),
+        ApiKey::ListTransactions => list_transactions::handle(ctx, &req),
         other => Err(format!("API {other:?} does not run on the controller")),
     }
 }

@@ -74,6 +74,9 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::EndTxn, 0, 4),
     api(ApiKey::WriteTxnMarkers, 0, 1),
     api(ApiKey::TxnOffsetCommit, 0, 4),
+    api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 1),
     // Cluster mode only (left out of ApiVersions on a single broker).
     api(ApiKey::AlterPartition, 0, 3),
 ];

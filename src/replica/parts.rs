@@ -273,3 +273,15 @@ pub struct TxnMarkerPart {
     pub partition: i32,
     pub marker: TxnMarker,
 }
+
+/// One producer a partition knows (DescribeProducers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp_ms: i64,
+    pub coordinator_epoch: i32,
+    /// -1: no open transaction.
+    pub current_txn_start_offset: i64,
+}

@@ -239,6 +239,18 @@ impl ReplicaManager {
         result
     }
 
+    /// Kafka's activeProducerState for partitions led here.
+    pub fn active_producers(
+        &self,
+        parts: &[(String, i32)],
+    ) -> Vec<Result<Vec<ActiveProducer>, ErrorCode>> {
+        let partitions = self.partitions();
+        parts
+            .iter()
+            .map(|(topic, partition)| partitions.active_producers(topic, *partition))
+            .collect()
+    }
+
     /// WriteTxnMarkers on this shard (Kafka appends markers with
     /// acks=all): each marker is appended now and answered once
     /// replicated, or with its partition's error.

@@ -20,8 +20,8 @@ use crate::protocol::{Request, Response};
 use crate::replica::delayed_fetch::FetchWaitState;
 use crate::replica::fetcher::LeaderEndpoint;
 use crate::replica::{
-    CheckpointEntry, DeleteRecordsPart, DeleteRecordsPartResult, EpochEndOffset, EpochQuery,
-    FetchBudget, FetchPart, FetchPartResult, LegacyListOffsetsPart, ListOffsetsPart,
+    ActiveProducer, CheckpointEntry, DeleteRecordsPart, DeleteRecordsPartResult, EpochEndOffset,
+    EpochQuery, FetchBudget, FetchPart, FetchPartResult, LegacyListOffsetsPart, ListOffsetsPart,
     ListOffsetsPartResult, ProducePart, ProducePartResult, RoleChange, StopReplicaPart,
     TxnMarkerPart,
 };
@@ -88,6 +88,10 @@ pub enum ShardRequest {
         names: Vec<String>,
     },
     AllocateProducerId,
+    /// DescribeProducers for partitions this shard owns: (topic, partition).
+    DescribeProducers {
+        parts: Vec<(String, i32)>,
+    },
     /// WriteTxnMarkers for partitions this shard owns; answered once each
     /// marker is replicated (or with its error).
     WriteTxnMarkers {
@@ -132,6 +136,8 @@ pub enum ShardResponse {
     ProducerId(Result<i64, ErrorCode>),
     /// Error code per marker of WriteTxnMarkers.
     TxnMarkers(Vec<ErrorCode>),
+    /// Per DescribeProducers part: its producers, or its error.
+    Producers(Vec<Result<Vec<ActiveProducer>, ErrorCode>>),
     Checkpoints(Vec<CheckpointEntry>),
     /// Error code per part of BecomeLeaderOrFollower / StopReplicas.
     PartitionErrors(Vec<ErrorCode>),

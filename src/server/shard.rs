@@ -180,6 +180,9 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             )
         }
         ShardRequest::AllocateProducerId => allocate_producer_id(&apis),
+        ShardRequest::DescribeProducers { parts } => {
+            ready(ShardResponse::Producers(rm.active_producers(&parts)))
+        }
         ShardRequest::WriteTxnMarkers { parts, timeout_ms } => {
             let written = rm.write_txn_markers(parts.clone(), timeout_ms);
             Box::pin(async move {

@@ -148,9 +148,9 @@ def record_batch(records, base_ts, corrupt_crc=False, attributes=0, producer_id=
     return i64(0) + i32(len(tail)) + tail
 
 
-def produce_v3(correlation_id, topic, partition, batch, acks=-1, timeout_ms=10000):
+def produce_v3(correlation_id, topic, partition, batch, acks=-1, timeout_ms=10000, transactional_id=None):
     body = (
-        string(None)
+        string(transactional_id)
         + i16(acks)
         + i32(timeout_ms)
         + i32(1)

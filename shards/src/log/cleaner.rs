@@ -7,9 +7,11 @@
 //! offset, in a bounded [`OffsetMap`]; (2) rewrite the log from its start to
 //! the end of the mapped section, in groups of segments that fit one
 //! segment, keeping per key only the latest record, tombstones until their
-//! batch's delete horizon; (3) move the checkpoint to the mapped end. The
-//! work is done in [`LogCleaner::step`]s of bounded I/O so the shard never
-//! stalls produce or fetch for long.
+//! batch's delete horizon; (3) move the checkpoint to the mapped end.
+//! Aborted transactions' data is neither mapped nor kept, and a transaction
+//! not seen ending bounds the pass (`cleaner_txn`). The work is done in
+//! [`LogCleaner::step`]s of bounded I/O so the shard never stalls produce
+//! or fetch for long.
 //!
 //! Swap (crash safety): a group's output is written as
 //! `<base>.{log,index,timeindex}.cleaned` (and `.txnindex.cleaned`, the
@@ -40,6 +42,10 @@ use super::time_index::{TimeIndex, TIME_INDEX_ENTRY_BYTES};
 use super::transaction_index::TransactionIndex;
 
 pub use super::cleaner_filter::delete_horizon_ms;
+
+#[path = "cleaner_txn.rs"]
+mod txn;
+use txn::{AbortedTxnWalk, MapTxns, TxnBound};
 
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
@@ -84,6 +90,12 @@ pub struct CleanableInfo {
 /// Offsets [first_dirty, first_uncleanable) and their sizes (Kafka's
 /// `cleanableOffsets` and `LogToClean`).
 pub fn cleanable_info(log: &Log, now_ms: i64) -> CleanableInfo {
+    bounded_cleanable_info(log, now_ms, None)
+}
+
+/// `cleanable_info` with the first uncleanable offset at most `bound`
+/// (a transaction not seen ending, see `cleaner_txn`).
+fn bounded_cleanable_info(log: &Log, now_ms: i64, bound: Option<i64>) -> CleanableInfo {
     let config = log.config();
     let start = log.log_start_offset();
     let checkpoint = log.cleaner_checkpoint();
@@ -95,7 +107,7 @@ pub fn cleanable_info(log: &Log, now_ms: i64) -> CleanableInfo {
     let active_base = log.active_base_offset();
     let min_lag_ms = config.min_compaction_lag_ms.max(0);
     let max_lag_ms = config.max_compaction_lag_ms.max(0);
-    let mut first_uncleanable = active_base;
+    let mut first_uncleanable = active_base.min(bound.unwrap_or(i64::MAX));
     let mut earliest_dirty_ts = i64::MAX;
     let segs: Vec<&LogSegment> = log.segments().collect();
     for (i, seg) in segs.iter().enumerate().take(segs.len() - 1) {
@@ -123,7 +135,10 @@ pub fn cleanable_info(log: &Log, now_ms: i64) -> CleanableInfo {
         if seg.base_offset() < first_dirty {
             clean_bytes += seg.size_bytes();
         }
-        if seg.base_offset() < first_uncleanable && end > first_dirty {
+        if seg.base_offset() < first_uncleanable
+            && end > first_dirty
+            && first_uncleanable > first_dirty
+        {
             cleanable_bytes += seg.size_bytes();
         }
     }
@@ -195,6 +210,7 @@ struct Pass {
     stats: CleanStats,
     /// Smallest delete horizon among retained tombstones.
     min_horizon_ms: Option<i64>,
+    map_txns: MapTxns,
 }
 
 /// One shard's cleaner: a single offset map, one log cleaned at a time.
@@ -207,6 +223,8 @@ pub struct LogCleaner {
     /// Per log dir, the earliest delete horizon left by its last pass: a
     /// pass is due when it passes even if nothing new is dirty.
     pending_horizons_ms: HashMap<PathBuf, i64>,
+    /// Per log dir, where its last pass found a transaction not seen ending.
+    txn_bounds: HashMap<PathBuf, TxnBound>,
 }
 
 fn other(msg: String) -> io::Error {
@@ -223,6 +241,7 @@ impl LogCleaner {
             bufs: Buffers::default(),
             batch_buf: Vec::new(),
             pending_horizons_ms: HashMap::new(),
+            txn_bounds: HashMap::new(),
         }
     }
 
@@ -248,6 +267,7 @@ impl LogCleaner {
             self.abort();
         }
         self.pending_horizons_ms.remove(dir);
+        self.txn_bounds.remove(dir);
     }
 
     /// The dirty ratio if `log` is due for cleaning (Kafka's
@@ -257,7 +277,7 @@ impl LogCleaner {
         if !config.compact {
             return None;
         }
-        let info = cleanable_info(log, now_ms);
+        let info = bounded_cleanable_info(log, now_ms, self.txn_bound(log));
         let dirty = (info.max_compaction_delay_ms > 0 && info.cleanable_bytes > 0)
             || info.dirty_ratio > config.min_cleanable_dirty_ratio;
         let horizon_due = self
@@ -294,7 +314,7 @@ impl LogCleaner {
         if self.pass.is_some() || self.cleaning_priority(log, now_ms).is_none() {
             return false;
         }
-        let info = cleanable_info(log, now_ms);
+        let info = bounded_cleanable_info(log, now_ms, self.txn_bound(log));
         let map = self.map.get_or_insert_with(|| Self::new_map(&self.config));
         map.clear();
         let first_segment = log
@@ -316,6 +336,7 @@ impl LogCleaner {
                 ..CleanStats::default()
             },
             min_horizon_ms: None,
+            map_txns: MapTxns::new(log, info.first_dirty_offset, info.first_uncleanable_offset),
         });
         true
     }
@@ -391,7 +412,7 @@ impl LogCleaner {
             let map = self.map.as_mut().expect("made by start");
             match &mut pass.phase {
                 Phase::BuildMap { segment, position } => {
-                    let done = map_some(
+                    let mapped = map_some(
                         log,
                         map,
                         pass.first_uncleanable,
@@ -400,8 +421,14 @@ impl LogCleaner {
                         &mut budget,
                         &mut self.bufs,
                         &mut self.batch_buf,
+                        &mut pass.map_txns,
                     )?;
-                    if done {
+                    if mapped != Mapped::More {
+                        if self.bound_by_open_txns(log, mapped == Mapped::Full) {
+                            continue;
+                        }
+                        let pass = self.pass.as_mut().expect("checked");
+                        let map = self.map.as_mut().expect("made by start");
                         // Everything below the mapped end is judged by the
                         // map, even when nothing was dirty (tombstone expiry).
                         map.update_latest_offset(pass.mapped_end - 1);
@@ -487,9 +514,19 @@ fn read_batch<'a>(
     Ok((header, &buf[..size]))
 }
 
-/// Maps keys from the cursor on, within the budget. Returns true when the
-/// dirty section is mapped or the map is full (Kafka stops at the batch
-/// that would not fit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mapped {
+    /// The budget ran out first.
+    More,
+    /// The dirty section is mapped.
+    Done,
+    /// The map is full (Kafka stops at the batch that would not fit).
+    Full,
+}
+
+/// Maps keys from the cursor on, within the budget. The keys of control
+/// batches and of aborted transactions' batches are not mapped (Kafka's
+/// `buildOffsetMapForSegment`).
 #[allow(clippy::too_many_arguments)]
 fn map_some(
     log: &Log,
@@ -500,13 +537,14 @@ fn map_some(
     budget: &mut u64,
     bufs: &mut Buffers,
     batch_buf: &mut Vec<u8>,
-) -> io::Result<bool> {
+    txns: &mut MapTxns,
+) -> io::Result<Mapped> {
     while *budget > 0 {
         let Some(seg) = log.segments().find(|s| s.base_offset() >= *segment) else {
-            return Ok(true);
+            return Ok(Mapped::Done);
         };
         if seg.base_offset() >= first_uncleanable {
-            return Ok(true);
+            return Ok(Mapped::Done);
         }
         if seg.base_offset() != *segment {
             *segment = seg.base_offset();
@@ -517,13 +555,17 @@ fn map_some(
             continue;
         }
         let (header, batch) = read_batch(seg, *position, batch_buf)?;
+        if header.last_offset() >= first_uncleanable {
+            return Ok(Mapped::Done); // bounded inside a segment (cleaner_txn)
+        }
         *budget = budget.saturating_sub(batch.len() as u64);
-        if header.last_offset() >= *mapped_end && !header.is_control() {
+        let aborted = txns.on_batch_read(&header);
+        if header.last_offset() >= *mapped_end && !header.is_control() && !aborted {
             if !map.has_room_for(header.records_count.max(0) as usize) {
                 if map.is_empty() {
                     return Err(other("dedupe buffer too small for one batch".into()));
                 }
-                return Ok(true);
+                return Ok(Mapped::Full);
             }
             let mut full = false;
             cleaner_filter::for_each_key(batch, &header, bufs, |offset, key| {
@@ -538,7 +580,7 @@ fn map_some(
         *mapped_end = (*mapped_end).max(header.last_offset() + 1);
         *position += header.total_size() as u64;
     }
-    Ok(false)
+    Ok(Mapped::More)
 }
 
 /// Kafka's `groupSegmentsBySize`: consecutive segments from `from` with
@@ -609,9 +651,11 @@ struct GroupWriter {
     log: DiskFile,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
-    /// The group's aborted transactions, all kept for now (Kafka keeps
-    /// those whose data the cleaning keeps).
+    /// The group's aborted transactions, all kept as their markers are
+    /// (see `cleaner_txn`).
     txn_index: TransactionIndex,
+    /// Which input batches are aborted data, to be removed.
+    aborted_txns: AbortedTxnWalk,
     size_bytes: u64,
     bytes_since_last_index_entry: u64,
     index_interval_bytes: u64,
@@ -638,6 +682,7 @@ impl GroupWriter {
             offset_index: OffsetIndex::create(open(INDEX_FILE_SUFFIX)?, base, max_index)?,
             time_index: TimeIndex::create(open(TIME_INDEX_FILE_SUFFIX)?, base, max_index)?,
             txn_index,
+            aborted_txns: AbortedTxnWalk::for_group(log, &bases),
             dir,
             bases,
             seg_idx: 0,
@@ -707,8 +752,9 @@ impl GroupWriter {
             }
             let (header, batch) = read_batch(seg, self.position, batch_buf)?;
             let batch_len = batch.len() as u64;
+            let aborted = self.aborted_txns.on_batch_read(&header);
             let (outcome, counts) =
-                cleaner_filter::filter_batch(batch, &header, ctx, bufs).map_err(other)?;
+                cleaner_filter::filter_batch(batch, &header, aborted, ctx, bufs).map_err(other)?;
             match outcome {
                 Outcome::Original => {
                     self.append(batch, &header)?;

@@ -1,8 +1,9 @@
 //! The cleaner's per-batch work: reading keys for the offset map, and
 //! Kafka's `MemoryRecords.filterTo` with the `Cleaner`'s retention rules
 //! (latest offset per key, tombstones until the batch's delete horizon,
-//! keyless records dropped, the last batch of an active producer kept even
-//! when empty, control batches kept).
+//! keyless records dropped, aborted transactions' batches dropped, the
+//! last batch of an active producer kept even when empty, control batches
+//! kept).
 
 use super::batch::{
     self, BatchHeader, Compression, TimestampType, ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK,
@@ -119,19 +120,28 @@ fn retain_record(
     latest_for_key && (has_value || keep_delete)
 }
 
-/// Decides what stays of one batch; a rewrite goes to `bufs.out`.
+/// Decides what stays of one batch; a rewrite goes to `bufs.out`. An
+/// `aborted` batch (data of an aborted transaction) keeps no record
+/// (Kafka's `discardBatchRecords`).
 pub(super) fn filter_batch(
     batch: &[u8],
     header: &BatchHeader,
+    aborted: bool,
     ctx: &FilterContext<'_>,
     bufs: &mut Buffers,
 ) -> Result<(Outcome, BatchCounts), String> {
     let mut counts = BatchCounts::default();
     let horizon = delete_horizon_ms(header);
     if header.is_control() {
-        // No transactions in kshard: markers stay, as the brief of the log.
+        // Markers all stay (see `cleaner_txn`); one with a horizon keeps
+        // it, so a later pass is still due for it.
+        debug_assert!(!aborted, "a control batch is no aborted data");
         counts.delete_horizon_ms = horizon;
         return Ok((Outcome::Original, counts));
+    }
+    if aborted {
+        counts.records_read = header.records_count.max(0) as u64;
+        return Ok((empty_or_dropped(header, ctx, &mut bufs.out), counts));
     }
     let Buffers { records, body, out } = bufs;
     let recs = records_of(batch, header, records)?;
@@ -156,26 +166,7 @@ pub(super) fn filter_batch(
     }
     let set_horizon = has_tombstone && horizon.is_none();
     if counts.records_retained == 0 {
-        let last_of_producer = header.has_producer_id()
-            && (ctx.last_data_offset_of)(header.producer_id) == Some(header.last_offset());
-        if !last_of_producer {
-            return Ok((Outcome::Dropped, counts));
-        }
-        // Kafka's RETAIN_EMPTY: the header alone keeps the producer's last
-        // sequence and epoch in the log.
-        out.clear();
-        let attributes =
-            header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK);
-        write_header(
-            out,
-            header,
-            attributes,
-            NO_TIMESTAMP,
-            header.max_timestamp,
-            0,
-        );
-        finish_batch(out);
-        return Ok((Outcome::Rewritten, counts));
+        return Ok((empty_or_dropped(header, ctx, out), counts));
     }
     let new_horizon = if set_horizon {
         Some(ctx.now_ms.saturating_add(ctx.delete_retention_ms))
@@ -231,6 +222,31 @@ pub(super) fn filter_batch(
     records::compress(codec, body, out, xerial).map_err(|e| e.to_string())?;
     finish_batch(out);
     Ok((Outcome::Rewritten, counts))
+}
+
+/// A batch none of whose records stay: dropped, unless it is the last data
+/// batch of an active producer (Kafka's `isBatchLastRecordOfProducer`,
+/// RETAIN_EMPTY): then its header alone, in `out`, keeps the producer's
+/// last sequence and epoch in the log.
+fn empty_or_dropped(header: &BatchHeader, ctx: &FilterContext<'_>, out: &mut Vec<u8>) -> Outcome {
+    let last_of_producer = header.has_producer_id()
+        && (ctx.last_data_offset_of)(header.producer_id) == Some(header.last_offset());
+    if !last_of_producer {
+        return Outcome::Dropped;
+    }
+    out.clear();
+    let attributes =
+        header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK);
+    write_header(
+        out,
+        header,
+        attributes,
+        NO_TIMESTAMP,
+        header.max_timestamp,
+        0,
+    );
+    finish_batch(out);
+    Outcome::Rewritten
 }
 
 /// Copies one encoded record with a new timestamp delta; the offset delta

@@ -483,6 +483,11 @@ impl ProducerStateManager {
     pub fn last_entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.producers.get(&producer_id)
     }
+
+    /// Every producer the partition knows (DescribeProducers), in no order.
+    pub fn active_producers(&self) -> impl Iterator<Item = &ProducerStateEntry> {
+        self.producers.values()
+    }
     /// One past the last offset applied by `update`/`replay`, or the offset
     /// `load` returned.
     pub fn map_end_offset(&self) -> i64 {

@@ -12,7 +12,9 @@
 //!   EndTxn, timeouts, and the transaction-log writes.
 //! - `marker_channel`: WriteTxnMarkers to the partition leaders.
 //! - `runtime`: topic creation, loading with leadership, the ticker.
+//! - `describe`: DescribeTransactions and ListTransactions.
 
+pub mod describe;
 pub mod marker_channel;
 pub mod runtime;
 pub mod transaction_coordinator;

@@ -329,6 +329,31 @@ impl Partitions {
             .collect()
     }
 
+    /// The producers of a partition this broker leads (DescribeProducers).
+    pub fn active_producers(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Vec<ActiveProducer>, ErrorCode> {
+        let p = self
+            .partition(topic, partition)
+            .ok_or_else(|| self.absent_error())?;
+        if !p.is_leader {
+            return Err(errors::NOT_LEADER_OR_FOLLOWER);
+        }
+        Ok(p.producer_state
+            .active_producers()
+            .map(|e| ActiveProducer {
+                producer_id: e.producer_id,
+                producer_epoch: e.producer_epoch,
+                last_sequence: e.last_seq(),
+                last_timestamp_ms: e.last_timestamp_ms,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_start_offset: e.current_txn_first_offset.unwrap_or(-1),
+            })
+            .collect())
+    }
+
     /// A transaction marker from the coordinator (WriteTxnMarkers): the
     /// offset after it, or the partition's error.
     pub fn append_txn_marker(

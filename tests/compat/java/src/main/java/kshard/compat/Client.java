@@ -78,6 +78,7 @@ public final class Client {
             case "describe": describe(opts); break;
             case "group-consume": GroupHost.run(opts); break;
             case "txn-etl": Transactions.etl(opts); break;
+            case "streams-count": StreamsCount.run(opts); break;
             default: throw new IllegalArgumentException("unknown subcommand " + argv[0]);
         }
         System.out.flush();
