@@ -162,6 +162,7 @@ pub struct BrokerConfig {
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i32,
     pub transaction_remove_expired_transaction_cleanup_interval_ms: i32,
     pub request_timeout_ms: i32,
+    pub transaction_partition_verification_enable: bool,
     pub group_initial_rebalance_delay_ms: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -558,6 +559,8 @@ impl BrokerConfig {
             transaction_remove_expired_transaction_cleanup_interval_ms: v
                 .i32("transaction.remove.expired.transaction.cleanup.interval.ms"),
             request_timeout_ms: v.i32("request.timeout.ms"),
+            transaction_partition_verification_enable: v
+                .bool("transaction.partition.verification.enable"),
             group_initial_rebalance_delay_ms: v.i32("group.initial.rebalance.delay.ms"),
             group_min_session_timeout_ms: v.i32("group.min.session.timeout.ms"),
             group_max_session_timeout_ms: v.i32("group.max.session.timeout.ms"),

@@ -137,7 +137,6 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("ssl.", Accepted(NO_SSL_SASL)),
     ("super.users", Accepted(NO_AUTHORIZER)),
     ("transaction.", Acted),
-    ("transaction.partition.verification.enable", Accepted("kshard's leaders do not yet ask the transaction coordinator before a transactional append (KIP-890 part 1): appends behave as Kafka's do with the setting false")),
     ("transaction.state.log.load.buffer.size", Accepted("kshard loads the transaction log 4 MiB at a time")),
     ("transactional.id.expiration.ms", Acted),
     ("unclean.leader.election.enable", Acted),

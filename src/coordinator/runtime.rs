@@ -20,7 +20,7 @@ use crate::admin::AdminError;
 use crate::admin::TopicAdmin;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
-use crate::replica::{ProducePart, ReplicaManager};
+use crate::replica::{ProducePart, ReplicaManager, TxnVerification};
 use crate::router::{Router, CONTROLLER_SHARD};
 use crate::util::{monotonic_ms, now_ms};
 
@@ -44,6 +44,7 @@ impl OffsetsLog for LocalOffsetsLog<'_> {
             topic: OFFSETS_TOPIC.to_string(),
             partition,
             records: batch.into(),
+            txn_verification: TxnVerification::Off,
         };
         let rm = self.replica_manager;
         let r = rm.append_for_coordinator(&part, leader_epoch, self.acks);

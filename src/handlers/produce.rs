@@ -14,11 +14,12 @@ use kafka_protocol::protocol::StrBytes;
 use super::{legacy_format, respond, HandlerResult};
 use crate::coordinator::transaction::TRANSACTION_STATE_TOPIC;
 use crate::coordinator::OFFSETS_TOPIC;
+use crate::handlers::txn_verification::verify_transactional_parts;
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
-use crate::replica::{ProducePart, ProducePartResult};
+use crate::replica::{ProducePart, ProducePartResult, TxnVerification};
 use crate::router::ShardGroups;
 use crate::router::{ShardRequest, ShardResponse};
 
@@ -58,7 +59,12 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ProduceRequest = decode_body(req)?;
     let acks = request.acks;
     let timeout_ms = request.timeout_ms.max(0) as u64;
-    let (mut results, by_shard) = group_by_shard(ctx, req.api_version, &request);
+    let (mut results, mut by_shard) = group_by_shard(ctx, req.api_version, &request);
+    if let Some(txn_id) = &request.transactional_id {
+        if ctx.config.transaction_partition_verification_enable {
+            verify_transactional_parts(ctx, &txn_id.0, &mut results, &mut by_shard).await;
+        }
+    }
     by_shard
         .run(
             &ctx.router,
@@ -130,6 +136,7 @@ fn group_by_shard(
                         topic: name.to_string(),
                         partition: p.index,
                         records,
+                        txn_verification: TxnVerification::Off,
                     },
                 ),
                 Err(errors::NONE) => results[idx] = Some(ProducePartResult::nothing_appended()),

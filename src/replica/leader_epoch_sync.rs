@@ -55,6 +55,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             records: Bytes::from(batch(0, 2, epoch)),
+            txn_verification: crate::replica::TxnVerification::Off,
         }
     }
 

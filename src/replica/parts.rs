@@ -23,6 +23,29 @@ pub struct ProducePart {
     pub topic: String,
     pub partition: i32,
     pub records: Bytes,
+    /// KIP-890 partition verification of a transactional producer's batch.
+    pub txn_verification: TxnVerification,
+}
+
+/// Whether a transactional batch was verified with the transaction
+/// coordinator before it reached the leader (KIP-890 part 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnVerification {
+    /// `transaction.partition.verification.enable=false`, or not a
+    /// client's transactional batch: appended without asking.
+    Off,
+    /// The leader was asked first: `guard` is the verification it handed
+    /// out (None: the producer's transaction had already started here).
+    /// A batch that starts a transaction needs a guard still current.
+    Checked { guard: Option<u64> },
+}
+
+/// A partition a transactional producer is about to write (KIP-890).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnVerifyPart {
+    pub topic: String,
+    pub partition: i32,
+    pub producer_id: i64,
 }
 
 #[derive(Clone, Debug)]

@@ -239,6 +239,22 @@ impl ReplicaManager {
         result
     }
 
+    /// KIP-890: each part's verification guard (see
+    /// `Partitions::prepare_txn_verification`).
+    pub fn prepare_txn_verification(
+        &self,
+        parts: &[TxnVerifyPart],
+    ) -> Vec<Result<Option<u64>, ErrorCode>> {
+        let mut partitions = self.partitions_mut();
+        parts
+            .iter()
+            .map(|p| {
+                self.assert_owned(&p.topic, p.partition);
+                partitions.prepare_txn_verification(p)
+            })
+            .collect()
+    }
+
     /// Kafka's activeProducerState for partitions led here.
     pub fn active_producers(
         &self,

@@ -139,6 +139,22 @@ impl<P: 'static> ShardGroups<P> {
         self.groups[shard].1.push(part);
     }
 
+    /// Visits every part with its shard and request index; a part for
+    /// which `f` returns false is dropped.
+    pub fn retain_mut(&mut self, mut f: impl FnMut(usize, usize, &mut P) -> bool) {
+        for (shard, (idxs, parts)) in self.groups.iter_mut().enumerate() {
+            let mut i = 0;
+            while i < parts.len() {
+                if f(shard, idxs[i], &mut parts[i]) {
+                    i += 1;
+                } else {
+                    idxs.remove(i);
+                    parts.remove(i);
+                }
+            }
+        }
+    }
+
     /// Runs every group on its shard at once (`make` builds the request,
     /// `unpack` takes the results out of the reply) and stores each result
     /// at its request index; groups whose shard fails get `fail()`.

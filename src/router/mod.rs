@@ -23,7 +23,7 @@ use crate::replica::{
     ActiveProducer, CheckpointEntry, DeleteRecordsPart, DeleteRecordsPartResult, EpochEndOffset,
     EpochQuery, FetchBudget, FetchPart, FetchPartResult, LegacyListOffsetsPart, ListOffsetsPart,
     ListOffsetsPartResult, ProducePart, ProducePartResult, RoleChange, StopReplicaPart,
-    TxnMarkerPart,
+    TxnMarkerPart, TxnVerifyPart,
 };
 
 pub use fan_out::{join_all, select_first, wait_for_data, write_txn_markers, ShardGroups};
@@ -88,6 +88,19 @@ pub enum ShardRequest {
         names: Vec<String>,
     },
     AllocateProducerId,
+    /// KIP-890: verification guards for a transactional producer's parts.
+    PrepareTxnVerification {
+        parts: Vec<TxnVerifyPart>,
+    },
+    /// KIP-890, on the controller shard: whether each (topic, partition)
+    /// is in the producer's ongoing transaction (AddPartitionsToTxn
+    /// verify_only, answered by this broker's transaction coordinator).
+    VerifyTxnPartitions {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        parts: Vec<(String, i32)>,
+    },
     /// DescribeProducers for partitions this shard owns: (topic, partition).
     DescribeProducers {
         parts: Vec<(String, i32)>,
@@ -136,6 +149,8 @@ pub enum ShardResponse {
     ProducerId(Result<i64, ErrorCode>),
     /// Error code per marker of WriteTxnMarkers.
     TxnMarkers(Vec<ErrorCode>),
+    /// Per PrepareTxnVerification part: its guard, or its error.
+    VerificationGuards(Vec<Result<Option<u64>, ErrorCode>>),
     /// Per DescribeProducers part: its producers, or its error.
     Producers(Vec<Result<Vec<ActiveProducer>, ErrorCode>>),
     Checkpoints(Vec<CheckpointEntry>),

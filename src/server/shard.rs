@@ -14,6 +14,7 @@ use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::coordinator::runtime::{CoordinatorHandOver, CoordinatorRuntime};
+use crate::coordinator::transaction::transaction_metadata::TopicPartition;
 use crate::coordinator::transaction::{TransactionCoordinator, TxnConfig, TRANSACTION_STATE_TOPIC};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::{self, KafkaApis};
@@ -180,6 +181,27 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             )
         }
         ShardRequest::AllocateProducerId => allocate_producer_id(&apis),
+        ShardRequest::PrepareTxnVerification { parts } => ready(ShardResponse::VerificationGuards(
+            rm.prepare_txn_verification(&parts),
+        )),
+        ShardRequest::VerifyTxnPartitions {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            parts,
+        } => {
+            let parts: Vec<TopicPartition> = parts
+                .into_iter()
+                .map(|(topic, partition)| TopicPartition { topic, partition })
+                .collect();
+            let codes = match &apis.txn_coordinator {
+                Some(c) => {
+                    c.verify_partitions(&transactional_id, producer_id, producer_epoch, &parts)
+                }
+                None => vec![errors::NOT_COORDINATOR; parts.len()],
+            };
+            ready(ShardResponse::PartitionErrors(codes))
+        }
         ShardRequest::DescribeProducers { parts } => {
             ready(ShardResponse::Producers(rm.active_producers(&parts)))
         }

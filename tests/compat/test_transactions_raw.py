@@ -204,3 +204,40 @@ def test_transactions_tool_ends_a_hanging_transaction(broker_factory):
     while read_committed_end(bs, topic) != 4:
         assert time.monotonic() < deadline, read_committed_end(bs, topic)
         time.sleep(0.2)
+
+
+def test_transactional_batch_without_add_partitions_is_refused(broker, tconn):
+    """Partition verification (KIP-890 part 1, on by default in Kafka 3.9):
+    a transactional batch for a partition the producer never added to its
+    transaction is refused with INVALID_TXN_STATE, and nothing is stored."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "unverified-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    cu.wait_topics_ready(broker.bootstrap, [topic], 1, 30)
+    txn_id, pid, epoch = ready_id(tconn, "unverified")
+    recs = [(b"k", b"v", [])]
+    plain = cu.record_batch(recs, 1_700_000_000_000)
+    batch = cu.record_batch(recs, 1_700_000_000_000, attributes=0x10, producer_id=pid,
+                            producer_epoch=epoch, base_sequence=0)
+    conn = gr.Conn(broker.bootstrap)
+    try:
+        got = []
+        for corr, (b_, tid) in enumerate([(plain, None), (batch, txn_id), (plain, None)], start=1):
+            conn.sock.sendall(cu.produce_v3(corr, topic, 0, b_, transactional_id=tid))
+            _, res = cu.parse_produce_v3_response(cu.recv_frame(conn.sock))
+            got.append(res[(topic, 0)])
+    finally:
+        conn.close()
+    assert got == [(0, 0), (INVALID_TXN_STATE, -1), (0, 1)], got
+    # Once added, the same batch is taken and its transaction commits.
+    assert add_partitions(tconn, txn_id, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
+    conn = gr.Conn(broker.bootstrap)
+    try:
+        conn.sock.sendall(cu.produce_v3(9, topic, 0, batch, transactional_id=txn_id))
+        _, res = cu.parse_produce_v3_response(cu.recv_frame(conn.sock))
+    finally:
+        conn.close()
+    assert res[(topic, 0)] == (0, 2), res
+    assert end_txn(tconn, txn_id, pid, epoch, True) == 0

@@ -23,7 +23,7 @@ use super::{TxnConfig, TRANSACTION_STATE_TOPIC};
 use crate::admin::TopicAdmin;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
-use crate::replica::{ProducePart, ReplicaManager};
+use crate::replica::{ProducePart, ReplicaManager, TxnVerification};
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::util::now_ms;
 
@@ -632,6 +632,7 @@ impl TransactionCoordinator {
             topic: TRANSACTION_STATE_TOPIC.to_string(),
             partition,
             records: batch.into(),
+            txn_verification: TxnVerification::Off,
         };
         let rm = &self.replica_manager;
         let appended = rm.append_for_coordinator(&part, coordinator_epoch, -1);

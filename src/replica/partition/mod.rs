@@ -7,6 +7,7 @@ pub mod leader_epoch;
 pub mod leader_epoch_writes;
 pub mod transactions;
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -101,6 +102,10 @@ pub struct Partition {
     /// NOT_LEADER_OR_FOLLOWER until the batch of writes with this id is
     /// durable (see `leader_epoch`'s module comment).
     pub leader_epoch_sync_id: Option<u64>,
+    /// KIP-890: the verification guard handed to each transactional
+    /// producer about to start a transaction here, until its marker.
+    txn_verifications: HashMap<i64, u64>,
+    next_verification_guard: u64,
 }
 
 /// The log settings of a topic; `io_mode` is broker-wide (`log.io.mode`).
@@ -228,6 +233,8 @@ impl Partition {
             direct_writer_running: false,
             appends_fenced: false,
             leader_epoch_sync_id: None,
+            txn_verifications: HashMap::new(),
+            next_verification_guard: 0,
         })
     }
 

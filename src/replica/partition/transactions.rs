@@ -18,7 +18,7 @@ use super::{AppendError, AppendResult, Partition, PartitionRead};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_encoder::AbortedTransaction;
-use crate::replica::TxnMarker;
+use crate::replica::{TxnMarker, TxnVerification};
 
 impl Partition {
     /// Kafka's `lastStableOffset`: the first offset of the oldest
@@ -79,6 +79,54 @@ impl Partition {
         })
     }
 
+    /// Kafka's maybeStartTransactionVerification: None when the producer's
+    /// transaction is already under way here (nothing to verify), else the
+    /// guard an append verified with the coordinator must bring.
+    pub fn maybe_start_txn_verification(&mut self, producer_id: i64) -> Option<u64> {
+        if self.has_ongoing_txn(producer_id) {
+            return None;
+        }
+        let next = &mut self.next_verification_guard;
+        let guard = self
+            .txn_verifications
+            .entry(producer_id)
+            .or_insert_with(|| {
+                *next += 1;
+                *next
+            });
+        Some(*guard)
+    }
+
+    fn has_ongoing_txn(&self, producer_id: i64) -> bool {
+        self.producer_state
+            .last_entry(producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some())
+    }
+
+    /// Whether a client's `records` may be appended: a transactional batch
+    /// that would start its producer's transaction here needs the guard
+    /// this partition handed out, still current (a marker clears it), so a
+    /// late batch cannot open a transaction the coordinator never saw.
+    pub fn check_txn_verification(
+        &self,
+        records: &[u8],
+        verification: TxnVerification,
+    ) -> Result<(), ErrorCode> {
+        let TxnVerification::Checked { guard } = verification else {
+            return Ok(());
+        };
+        for (_, h, _) in BatchIter::new(records).flatten() {
+            if !h.is_transactional() || h.is_control() || self.has_ongoing_txn(h.producer_id) {
+                continue;
+            }
+            let current = self.txn_verifications.get(&h.producer_id).copied();
+            if guard.is_none() || guard != current {
+                return Err(errors::INVALID_TXN_STATE);
+            }
+        }
+        Ok(())
+    }
+
     /// Appends a transaction marker as the coordinator asked (Kafka's
     /// append with origin COORDINATOR); returns the offset after it.
     pub fn append_txn_marker(
@@ -133,6 +181,8 @@ impl Partition {
             self.record_completed_txn(done)
                 .map_err(|e| self.storage_error("writing the transaction index", &e))?;
         }
+        // The next transaction of the producer is verified afresh.
+        self.txn_verifications.remove(&marker.producer_id);
         Ok(info.last_offset + 1)
     }
 
@@ -225,5 +275,120 @@ impl Partition {
                 first_offset: t.first_offset,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use kshard_shards::log::records::BatchBuilder;
+    use kshard_shards::log::validate::Validator;
+
+    use super::*;
+    use crate::replica::partition::follower::test_support::{follower_in, temp_dir, NOW_MS};
+
+    const PID: i64 = 42;
+
+    fn leader(name: &str) -> Partition {
+        let mut p = follower_in(&temp_dir(name), 1, 0, &[]);
+        p.become_leader_or_follower(1, true).unwrap();
+        for write in p.leader_epoch_cache.take_queued_writes() {
+            futures_lite::future::block_on(write).unwrap().unwrap();
+        }
+        p
+    }
+
+    fn txn_batch(seq: i32, count: usize) -> Bytes {
+        let mut b = BatchBuilder::new(0)
+            .producer(PID, 0, seq)
+            .transactional(true);
+        for i in 0..count {
+            b.push(NOW_MS + i as i64, None, Some(b"v"), &[]);
+        }
+        Bytes::from(b.build())
+    }
+
+    fn marker(commit: bool) -> TxnMarker {
+        TxnMarker {
+            producer_id: PID,
+            producer_epoch: 0,
+            coordinator_epoch: 0,
+            commit,
+        }
+    }
+
+    #[test]
+    fn an_open_transaction_holds_the_lso_until_its_marker() {
+        let mut p = leader("txn-lso");
+        let mut v = Validator::new();
+        p.append_records_as_leader(&txn_batch(0, 3), &mut v, NOW_MS, false)
+            .unwrap();
+        p.maybe_increment_high_watermark();
+        assert_eq!((p.high_watermark(), p.last_stable_offset()), (3, 0));
+        let end = p.append_txn_marker(&marker(false), &mut v, NOW_MS).unwrap();
+        assert_eq!(end, 4);
+        p.maybe_increment_high_watermark();
+        assert_eq!((p.high_watermark(), p.last_stable_offset()), (4, 4));
+        // The abort is in the transaction index, for read_committed fetches.
+        let aborted = p.aborted_transactions(0, 4);
+        assert_eq!(aborted.len(), 1);
+        assert_eq!((aborted[0].producer_id, aborted[0].first_offset), (PID, 0));
+        let (read, listed) = p.read_committed(0, 1 << 20, true);
+        assert!(read.slice.is_some() && listed == aborted);
+    }
+
+    #[test]
+    fn a_transaction_starts_only_with_a_current_guard() {
+        let mut p = leader("txn-guard");
+        let mut v = Validator::new();
+        let records = txn_batch(0, 1);
+        let unverified = TxnVerification::Checked { guard: None };
+        assert_eq!(
+            p.check_txn_verification(&records, unverified),
+            Err(errors::INVALID_TXN_STATE)
+        );
+        let guard = p.maybe_start_txn_verification(PID);
+        assert!(guard.is_some());
+        // Asked again before appending: the same guard.
+        assert_eq!(p.maybe_start_txn_verification(PID), guard);
+        let checked = TxnVerification::Checked { guard };
+        assert_eq!(p.check_txn_verification(&records, checked), Ok(()));
+        // Verification is off for the coordinator's and old paths.
+        assert_eq!(
+            p.check_txn_verification(&records, TxnVerification::Off),
+            Ok(())
+        );
+        p.append_records_as_leader(&records, &mut v, NOW_MS, false)
+            .unwrap();
+        // Under way: nothing more to verify for this producer here.
+        assert_eq!(p.maybe_start_txn_verification(PID), None);
+        assert_eq!(
+            p.check_txn_verification(&txn_batch(1, 1), unverified),
+            Ok(())
+        );
+        // The marker ends it and clears the guard: a late batch of the
+        // ended transaction cannot open a new one with the old guard.
+        p.append_txn_marker(&marker(true), &mut v, NOW_MS).unwrap();
+        assert_eq!(
+            p.check_txn_verification(&txn_batch(1, 1), checked),
+            Err(errors::INVALID_TXN_STATE)
+        );
+        assert_ne!(p.maybe_start_txn_verification(PID), guard);
+    }
+
+    #[test]
+    fn a_stale_marker_epoch_is_refused() {
+        let mut p = leader("txn-stale-marker");
+        let mut v = Validator::new();
+        let mut b = BatchBuilder::new(0).producer(PID, 3, 0).transactional(true);
+        b.push(NOW_MS, None, Some(b"v"), &[]);
+        p.append_records_as_leader(&Bytes::from(b.build()), &mut v, NOW_MS, false)
+            .unwrap();
+        let stale = TxnMarker {
+            producer_epoch: 2,
+            ..marker(true)
+        };
+        let e = p.append_txn_marker(&stale, &mut v, NOW_MS).unwrap_err();
+        assert_eq!(e.error_code, errors::INVALID_PRODUCER_EPOCH);
     }
 }

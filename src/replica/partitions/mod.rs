@@ -329,6 +329,25 @@ impl Partitions {
             .collect()
     }
 
+    /// KIP-890's first step on each partition a transactional producer
+    /// writes: the verification guard it must bring back, None if its
+    /// transaction is already under way there.
+    pub fn prepare_txn_verification(
+        &mut self,
+        part: &TxnVerifyPart,
+    ) -> Result<Option<u64>, ErrorCode> {
+        let absent = self.absent_error();
+        match self
+            .topics
+            .get_mut(part.topic.as_str())
+            .and_then(|t| t.get_mut(&part.partition))
+        {
+            Some(p) if p.accepts_appends() => Ok(p.maybe_start_txn_verification(part.producer_id)),
+            Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
+            None => Err(absent),
+        }
+    }
+
     /// The producers of a partition this broker leads (DescribeProducers).
     pub fn active_producers(
         &self,
@@ -414,6 +433,9 @@ impl Partitions {
                 })
             }
         };
+        if let Err(code) = partition.check_txn_verification(&part.records, part.txn_verification) {
+            return ProducePartResult::failed(code);
+        }
         let appended = match origin {
             AppendOrigin::Client => {
                 partition.append_records_as_leader(&part.records, &mut self.validator, now_ms, true)
