@@ -101,6 +101,7 @@ fn read_cleaner_offsets(log_dir: &std::path::Path) -> HashMap<(String, i32), i64
 mod leader_epoch_sync;
 pub use leader_epoch_sync::{dropped_write, LeaderEpochSync};
 mod roles;
+mod transactions;
 
 fn read_high_watermarks(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
     match OffsetCheckpointFile::new(log_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE)).read() {
@@ -329,86 +330,6 @@ impl Partitions {
             .collect()
     }
 
-    /// KIP-890's first step on each partition a transactional producer
-    /// writes: the verification guard it must bring back, None if its
-    /// transaction is already under way there.
-    pub fn prepare_txn_verification(
-        &mut self,
-        part: &TxnVerifyPart,
-    ) -> Result<Option<u64>, ErrorCode> {
-        let absent = self.absent_error();
-        match self
-            .topics
-            .get_mut(part.topic.as_str())
-            .and_then(|t| t.get_mut(&part.partition))
-        {
-            Some(p) if p.accepts_appends() => Ok(p.maybe_start_txn_verification(part.producer_id)),
-            Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
-            None => Err(absent),
-        }
-    }
-
-    /// The producers of a partition this broker leads (DescribeProducers).
-    pub fn active_producers(
-        &self,
-        topic: &str,
-        partition: i32,
-    ) -> Result<Vec<ActiveProducer>, ErrorCode> {
-        let p = self
-            .partition(topic, partition)
-            .ok_or_else(|| self.absent_error())?;
-        if !p.is_leader {
-            return Err(errors::NOT_LEADER_OR_FOLLOWER);
-        }
-        Ok(p.producer_state
-            .active_producers()
-            .map(|e| ActiveProducer {
-                producer_id: e.producer_id,
-                producer_epoch: e.producer_epoch,
-                last_sequence: e.last_seq(),
-                last_timestamp_ms: e.last_timestamp_ms,
-                coordinator_epoch: e.coordinator_epoch,
-                current_txn_start_offset: e.current_txn_first_offset.unwrap_or(-1),
-            })
-            .collect())
-    }
-
-    /// A transaction marker from the coordinator (WriteTxnMarkers): the
-    /// offset after it, or the partition's error.
-    pub fn append_txn_marker(
-        &mut self,
-        part: &TxnMarkerPart,
-        now_ms: i64,
-    ) -> Result<i64, ErrorCode> {
-        let absent = self.absent_error();
-        let found = self
-            .topics
-            .get_mut(part.topic.as_str())
-            .and_then(|t| t.get_mut(&part.partition));
-        let partition = match found {
-            Some(p) if p.accepts_appends() => p,
-            Some(_) => return Err(errors::NOT_LEADER_OR_FOLLOWER),
-            None => return Err(absent),
-        };
-        match partition.append_txn_marker(&part.marker, &mut self.validator, now_ms) {
-            Ok(end_offset) => {
-                partition.maybe_increment_high_watermark();
-                Ok(end_offset)
-            }
-            Err(e) => {
-                log::info!(
-                    "{}-{}: transaction marker of producer {} refused: error {} {}",
-                    part.topic,
-                    part.partition,
-                    part.marker.producer_id,
-                    e.error_code,
-                    e.message
-                );
-                Err(e.error_code)
-            }
-        }
-    }
-
     /// Appends one partition's records as leader: a client's (staged in a
     /// direct-mode log, see `Partition::append_records_as_leader`) or a
     /// coordinator's (written now, without the sequence checks).
@@ -419,19 +340,9 @@ impl Partitions {
         origin: AppendOrigin,
     ) -> ProducePartResult {
         let absent = self.absent_error();
-        let found = self
-            .topics
-            .get_mut(part.topic.as_str())
-            .and_then(|t| t.get_mut(&part.partition));
-        let partition = match found {
-            Some(p) if p.accepts_appends() => p,
-            other => {
-                return ProducePartResult::failed(if other.is_some() {
-                    errors::NOT_LEADER_OR_FOLLOWER
-                } else {
-                    absent
-                })
-            }
+        let partition = match appendable(&mut self.topics, &part.topic, part.partition, absent) {
+            Ok(p) => p,
+            Err(code) => return ProducePartResult::failed(code),
         };
         if let Err(code) = partition.check_txn_verification(&part.records, part.txn_verification) {
             return ProducePartResult::failed(code);
@@ -975,5 +886,20 @@ impl Partitions {
             }
         }
         out
+    }
+}
+
+/// A partition that takes appends now: led here, no role change or
+/// leader-epoch write in progress; else the error a writer gets.
+fn appendable<'a>(
+    topics: &'a mut HashMap<String, HashMap<i32, Partition>>,
+    topic: &str,
+    partition: i32,
+    absent: ErrorCode,
+) -> Result<&'a mut Partition, ErrorCode> {
+    match topics.get_mut(topic).and_then(|t| t.get_mut(&partition)) {
+        Some(p) if p.accepts_appends() => Ok(p),
+        Some(_) => Err(errors::NOT_LEADER_OR_FOLLOWER),
+        None => Err(absent),
     }
 }
