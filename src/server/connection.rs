@@ -21,7 +21,7 @@ use kshard_shards::log::FileSlice;
 use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
 use crate::handlers::KafkaApis;
-use crate::protocol::{parse_request, Chunk, FrameError, Response};
+use crate::protocol::{parse_request, Chunk, FrameError, Request, Response};
 use crate::server::request_memory::{Charge, RequestMemoryPool};
 use crate::server::sendfile::{send_cached_bytes, send_file_slice, send_with_read_ahead};
 
@@ -220,6 +220,25 @@ async fn write_response(
 /// written in request order.
 type InFlight = glommio::Task<handlers::HandlerResult>;
 
+/// Whether a Produce request may need partition verification (KIP-890): it
+/// names a transactional id (its first field: a nullable string, compact
+/// from v9) and verification is on. Such a request runs alone, as Kafka
+/// runs every request: its appends wait for the coordinator's answer, and
+/// a later request of the producer must not overtake them.
+fn verifies_transaction(ctx: &KafkaApis, req: &Request) -> bool {
+    const FLEXIBLE_VERSION: i16 = 9;
+    if !ctx.config.transaction_partition_verification_enable || req.api_version < 3 {
+        return false;
+    }
+    let b = &req.body;
+    if req.api_version >= FLEXIBLE_VERSION {
+        // Unsigned varint of length + 1; 0 is null.
+        b.first().is_some_and(|&n| n != 0)
+    } else {
+        b.len() >= 2 && i16::from_be_bytes([b[0], b[1]]) >= 0
+    }
+}
+
 /// Produce requests one connection may have in flight at once. Kafka's broker
 /// reads the next request only after answering the last; reading ahead lets
 /// a producer's pipelined requests share appends and disk writes.
@@ -370,7 +389,7 @@ async fn serve_inner(
             }
         }
         match parse_request(frame, &client_host) {
-            Ok(req) if req.api_key == ApiKey::Produce => {
+            Ok(req) if req.api_key == ApiKey::Produce && !verifies_transaction(ctx, &req) => {
                 // Applied in request order: each handler appends (or sends to
                 // the owning shards) in its first poll, and tasks start in
                 // the order they are spawned.

@@ -71,6 +71,27 @@ def read_all(bs, topic, isolation, partitions=3, timeout_s=30):
         c.close()
 
 
+def wait_settled(bs, topic, partitions=3, timeout_s=30):
+    """Until no transaction is open on `topic` (the LSO is the high
+    watermark): a commit is answered before its markers are written."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": "w-" + uuid.uuid4().hex,
+                  "isolation.level": "read_committed"})
+    u = Consumer({"bootstrap.servers": bs, "group.id": "w-" + uuid.uuid4().hex})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            lso = [c.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps]
+            hw = [u.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps]
+            if lso == hw:
+                return
+            assert time.monotonic() < deadline, (lso, hw)
+            time.sleep(0.2)
+    finally:
+        c.close()
+        u.close()
+
+
 def values(got):
     return sorted(v for vs in got.values() for v in vs)
 
@@ -88,6 +109,7 @@ def test_commit_and_abort_visibility(tbroker):
             p.commit_transaction(60)
         else:
             p.abort_transaction(60)
+    wait_settled(bs, topic)
     committed, ends_rc = read_all(bs, topic, "read_committed")
     everything, ends_ru = read_all(bs, topic, "read_uncommitted")
     assert values(committed) == sorted([f"c{i}" for i in range(10)] + [f"d{i}" for i in range(3)])
@@ -120,7 +142,12 @@ def test_open_transaction_holds_the_last_stable_offset(tbroker):
     assert end_rc[0] == 1 and got_rc[0] == ["before"]
     assert end_ru[0] == 6 and got_ru[0] == ["before", "t0", "t1", "t2", "t3", "after"]
     p.commit_transaction(60)
-    got_rc, end_rc = read_all(bs, topic, "read_committed", partitions=1)
+    deadline = time.monotonic() + 30
+    while True:
+        got_rc, end_rc = read_all(bs, topic, "read_committed", partitions=1)
+        if end_rc[0] == 7 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert end_rc[0] == 7
     assert got_rc[0] == ["before", "t0", "t1", "t2", "t3", "after"]
 
@@ -141,6 +168,7 @@ def test_second_producer_fences_the_first(tbroker):
     second.begin_transaction()
     second.produce(topic, value="live", partition=0)
     second.commit_transaction(60)
+    wait_settled(bs, topic, partitions=1)
     got, _ = read_all(bs, topic, "read_committed", partitions=1)
     assert got[0] == ["live"]
 
@@ -203,8 +231,35 @@ def test_offsets_sent_to_the_transaction_commit_with_it(tbroker):
     finally:
         c.close()
     assert committed == 10
+    wait_settled(bs, dst, partitions=1)
     got, _ = read_all(bs, dst, "read_committed", partitions=1)
     assert got[0] == [f"x-v{i}" for i in range(10)]
+
+
+def test_pipelined_transactional_produce(tbroker):
+    """Many small batches in flight at once in one transaction: with
+    partition verification each must still land in order (no
+    OutOfOrderSequence), all visible once committed."""
+    bs = tbroker.bootstrap
+    topic = create_topic(bs, partitions=2)
+    p = txn_producer(bs, "pipe-" + topic, **{"linger.ms": 0, "batch.size": 2000,
+                                              "max.in.flight.requests.per.connection": 5})
+    errors = []
+    p.begin_transaction()
+    for i in range(4000):
+        p.produce(topic, value=f"p{i}".encode() * 20, partition=i % 2,
+                  on_delivery=lambda err, _m: err is not None and errors.append(err))
+        p.poll(0)
+    assert p.flush(60) == 0 and not errors, errors[:3]
+    p.commit_transaction(60)
+    # The markers follow the commit's answer: the LSO moves a moment later.
+    deadline = time.monotonic() + 30
+    while True:
+        got, _ = read_all(bs, topic, "read_committed", partitions=2)
+        if sum(len(v) for v in got.values()) == 4000 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert sum(len(v) for v in got.values()) == 4000
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -247,5 +302,11 @@ def test_transactions_survive_kill9_and_restart(tbroker):
     got, end = read_all(bs, topic, "read_committed", partitions=1, timeout_s=5)
     assert got[0] == [] and end[0] == 2, (got, end)
     p.commit_transaction(120)
-    got, end = read_all(bs, topic, "read_committed", partitions=1)
+    # The marker follows the commit's answer: the LSO moves a moment later.
+    deadline = time.monotonic() + 30
+    while True:
+        got, end = read_all(bs, topic, "read_committed", partitions=1)
+        if end[0] == 4 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert got[0] == ["kept"] and end[0] == 4, (got, end)
