@@ -38,8 +38,53 @@ pub struct ReplayProgress {
     pub records: usize,
 }
 
+/// Replays `topic`-`partition` from its log start to its log end, a read
+/// at a time, yielding between reads so the shard keeps serving; before
+/// each read `still_loading` says whether to go on (the partition may be
+/// unloaded or re-elected meanwhile). Returns the records handed to
+/// `apply`, None if the load was abandoned.
+pub async fn replay_partition(
+    replica_manager: &ReplicaManager,
+    topic: &str,
+    partition: i32,
+    mut still_loading: impl FnMut() -> bool,
+    mut apply: impl FnMut(Replayed<'_>),
+) -> Option<usize> {
+    let mut offset = replica_manager
+        .partitions()
+        .partition(topic, partition)
+        .map_or(-1, |p| p.log.log_start_offset());
+    let mut records = 0usize;
+    let mut scratch = Vec::new();
+    while offset >= 0 {
+        glommio::yield_if_needed().await;
+        if !still_loading() {
+            return None;
+        }
+        match replay_chunk(
+            replica_manager,
+            topic,
+            partition,
+            offset,
+            &mut scratch,
+            &mut apply,
+        ) {
+            Ok(p) if p.next_offset > offset => {
+                offset = p.next_offset;
+                records += p.records;
+            }
+            Ok(_) => break,
+            Err(e) => {
+                log::error!("replaying {topic}-{partition} at {offset}: {e}");
+                break;
+            }
+        }
+    }
+    Some(records)
+}
+
 /// Replays the batches of one read of `topic`-`partition` at `offset`.
-pub fn replay_chunk(
+fn replay_chunk(
     replica_manager: &ReplicaManager,
     topic: &str,
     partition: i32,

@@ -13,7 +13,7 @@ use kshard_shards::mailbox::LocalBoxFuture;
 
 use kshard_shards::log::control_batch::{parse_end_txn_marker, ControlRecordType};
 
-use super::log_replay::{replay_chunk, Replayed};
+use super::log_replay::{replay_partition, Replayed};
 use super::{CoordinatorConfig, GroupCoordinator, OffsetsLog, ReplicationPoint, OFFSETS_TOPIC};
 use crate::admin::auto_topic_creation::offsets_topic;
 use crate::admin::AdminError;
@@ -231,33 +231,17 @@ impl CoordinatorRuntime {
     /// unloaded or re-elected meanwhile.
     async fn load_partition(self: Rc<Self>, partition: i32, leader_epoch: i32, load_id: u64) {
         let started_ms = now_ms();
-        let mut offset = match self
-            .replica_manager
-            .partitions()
-            .partition(OFFSETS_TOPIC, partition)
-        {
-            Some(part) => part.log.log_start_offset(),
-            None => -1,
+        let replayed = replay_partition(
+            &self.replica_manager,
+            OFFSETS_TOPIC,
+            partition,
+            || self.coordinator.borrow().is_loading_for(partition, load_id),
+            |item| self.apply_replayed(partition, item),
+        )
+        .await;
+        let Some(records) = replayed else {
+            return;
         };
-        let mut records = 0usize;
-        let mut scratch = Vec::new();
-        while offset >= 0 {
-            glommio::yield_if_needed().await;
-            if !self.coordinator.borrow().is_loading_for(partition, load_id) {
-                return;
-            }
-            match self.replay_chunk(partition, offset, &mut scratch) {
-                Ok((next, n)) if next > offset => {
-                    offset = next;
-                    records += n;
-                }
-                Ok(_) => break,
-                Err(e) => {
-                    log::error!("replaying {OFFSETS_TOPIC}-{partition} at {offset}: {e}");
-                    break;
-                }
-            }
-        }
         let mut c = self.coordinator.borrow_mut();
         if !c.is_loading_for(partition, load_id) {
             return;
@@ -270,47 +254,33 @@ impl CoordinatorRuntime {
         );
     }
 
-    /// Applies the records of one read at `offset`; returns the offset after
-    /// the last batch read and how many records it applied.
-    fn replay_chunk(
-        &self,
-        partition: i32,
-        offset: i64,
-        scratch: &mut Vec<u8>,
-    ) -> Result<(i64, usize), String> {
+    /// Applies one record or transaction marker read back from the log.
+    fn apply_replayed(&self, partition: i32, item: Replayed<'_>) {
         let mut c = self.coordinator.borrow_mut();
-        let now = now_ms() as i64;
-        let progress = replay_chunk(
-            &self.replica_manager,
-            OFFSETS_TOPIC,
-            partition,
-            offset,
-            scratch,
-            |item| match item {
-                Replayed::Record { header, key, value } => {
-                    let loaded = if header.is_transactional() {
-                        c.load_txn_record(header, key, value, now)
-                    } else {
-                        c.load_record(key, value, now)
-                    };
-                    if let Err(e) = loaded {
-                        log::warn!("skipping bad record in {OFFSETS_TOPIC}-{partition}: {e}");
-                    }
+        match item {
+            Replayed::Record { header, key, value } => {
+                let now = now_ms() as i64;
+                let loaded = if header.is_transactional() {
+                    c.load_txn_record(header, key, value, now)
+                } else {
+                    c.load_record(key, value, now)
+                };
+                if let Err(e) = loaded {
+                    log::warn!("skipping bad record in {OFFSETS_TOPIC}-{partition}: {e}");
                 }
-                Replayed::Control { header, batch } => match parse_end_txn_marker(batch) {
-                    Ok(marker) => c.complete_txn_offsets(
-                        partition,
-                        header.producer_id,
-                        marker.control_type == ControlRecordType::Commit,
-                    ),
-                    Err(e) => log::warn!(
-                        "skipping bad control batch at {} in {OFFSETS_TOPIC}-{partition}: {e}",
-                        header.base_offset
-                    ),
-                },
+            }
+            Replayed::Control { header, batch } => match parse_end_txn_marker(batch) {
+                Ok(marker) => c.complete_txn_offsets(
+                    partition,
+                    header.producer_id,
+                    marker.control_type == ControlRecordType::Commit,
+                ),
+                Err(e) => log::warn!(
+                    "skipping bad control batch at {} in {OFFSETS_TOPIC}-{partition}: {e}",
+                    header.base_offset
+                ),
             },
-        )?;
-        Ok((progress.next_offset, progress.records))
+        }
     }
 
     /// Ticks the coordinator's timers and runs offset expiry.

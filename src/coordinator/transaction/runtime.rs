@@ -13,7 +13,7 @@ use super::txn_log_codec::{decode_key, decode_value};
 use super::TRANSACTION_STATE_TOPIC;
 use crate::admin::auto_topic_creation::transaction_state_topic;
 use crate::admin::AdminError;
-use crate::coordinator::log_replay::{replay_chunk, Replayed};
+use crate::coordinator::log_replay::{replay_partition, Replayed};
 use crate::coordinator::runtime::CoordinatorHandOver;
 use crate::util::now_ms;
 
@@ -117,51 +117,31 @@ impl TransactionCoordinator {
     /// of transactions left in a Prepare state.
     async fn load_partition(self: Rc<Self>, partition: i32, coordinator_epoch: i32, load_id: u64) {
         let started_ms = now_ms();
-        let mut offset = self
-            .replica_manager
-            .partitions()
-            .partition(TRANSACTION_STATE_TOPIC, partition)
-            .map_or(-1, |p| p.log.log_start_offset());
-        let mut records = 0usize;
-        let mut scratch = Vec::new();
-        while offset >= 0 {
-            glommio::yield_if_needed().await;
-            if !self.state.borrow().is_loading_for(partition, load_id) {
-                return;
-            }
-            let mut state = self.state.borrow_mut();
-            let replayed = replay_chunk(
-                &self.replica_manager,
-                TRANSACTION_STATE_TOPIC,
-                partition,
-                offset,
-                &mut scratch,
-                |item| {
-                    let Replayed::Record { key, value, .. } = item else {
-                        return;
-                    };
-                    let loaded = decode_key(key).and_then(|id| Ok((id, decode_value(value)?)));
-                    match loaded {
-                        Ok((id, v)) => state.load_record(partition, load_id, id, v),
-                        Err(e) => log::warn!(
-                            "skipping bad record in {TRANSACTION_STATE_TOPIC}-{partition}: {e}"
-                        ),
-                    }
-                },
-            );
-            drop(state);
-            match replayed {
-                Ok(p) if p.next_offset > offset => {
-                    offset = p.next_offset;
-                    records += p.records;
+        let replayed = replay_partition(
+            &self.replica_manager,
+            TRANSACTION_STATE_TOPIC,
+            partition,
+            || self.state.borrow().is_loading_for(partition, load_id),
+            |item| {
+                let Replayed::Record { key, value, .. } = item else {
+                    return;
+                };
+                let loaded = decode_key(key).and_then(|id| Ok((id, decode_value(value)?)));
+                match loaded {
+                    Ok((id, v)) => self
+                        .state
+                        .borrow_mut()
+                        .load_record(partition, load_id, id, v),
+                    Err(e) => log::warn!(
+                        "skipping bad record in {TRANSACTION_STATE_TOPIC}-{partition}: {e}"
+                    ),
                 }
-                Ok(_) => break,
-                Err(e) => {
-                    log::error!("replaying {TRANSACTION_STATE_TOPIC}-{partition} at {offset}: {e}");
-                    break;
-                }
-            }
-        }
+            },
+        )
+        .await;
+        let Some(records) = replayed else {
+            return;
+        };
         let pending = self.state.borrow_mut().finish_loading(partition, load_id);
         // Most of the 50 partitions are empty: only those with state are news.
         let level = if records == 0 {

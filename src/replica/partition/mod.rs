@@ -375,6 +375,18 @@ impl Partition {
             }
             first = false;
         }
+        self.append_data_batches(records, validator, now_ms, allow_staging)
+    }
+
+    /// Appends checked data batches under the topic's validation; the
+    /// producer state follows each stored batch.
+    pub(crate) fn append_data_batches(
+        &mut self,
+        records: &Bytes,
+        validator: &mut Validator,
+        now_ms: i64,
+        allow_staging: bool,
+    ) -> Result<AppendResult, AppendError> {
         let validation = self.validation;
         let info = self.validate_and_append(
             records,

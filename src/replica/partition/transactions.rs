@@ -59,24 +59,7 @@ impl Partition {
                 });
             }
         }
-        let validation = self.validation;
-        let info = self.validate_and_append(
-            records,
-            validator,
-            now_ms,
-            false,
-            &validation,
-            |producers, h| {
-                if h.has_producer_id() {
-                    producers.update(h, now_ms);
-                }
-            },
-        )?;
-        Ok(AppendResult {
-            base_offset: info.first_offset,
-            log_append_time_ms: info.log_append_time_ms,
-            log_start_offset: self.log.log_start_offset(),
-        })
+        self.append_data_batches(records, validator, now_ms, false)
     }
 
     /// Kafka's maybeStartTransactionVerification: None when the producer's
