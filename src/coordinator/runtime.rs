@@ -269,6 +269,8 @@ impl CoordinatorRuntime {
                     log::warn!("skipping bad record in {OFFSETS_TOPIC}-{partition}: {e}");
                 }
             }
+            // An empty control batch was emptied by the cleaner.
+            Replayed::Control { header, .. } if header.records_count == 0 => {}
             Replayed::Control { header, batch } => match parse_end_txn_marker(batch) {
                 Ok(marker) => c.complete_txn_offsets(
                     partition,

@@ -198,6 +198,11 @@ def test_transactions_tool_ends_a_hanging_transaction(broker_factory):
     rows = txn_tool(b, "describe", "--transactional-id", txn_id)
     described = dict(zip(rows[0], rows[1]))
     assert described["TransactionalId"] == txn_id and described["TransactionState"] == "Empty", rows
+    # Open on the partition with no transaction at the coordinator, and open
+    # longer than the (zero) timeout given: hanging.
+    rows = txn_tool(b, "find-hanging", "--topic", topic, "--partition", "0", "--max-transaction-timeout", "0")
+    hanging = [r for r in rows[1:] if r[:3] == [topic, "0", str(pid)]]
+    assert len(hanging) == 1 and hanging[0][5] == "1", rows
     txn_tool(b, "abort", "--topic", topic, "--partition", "0", "--start-offset", "1")
     # The abort marker (offset 3) ends it: the LSO reaches the high watermark.
     deadline = time.monotonic() + 30

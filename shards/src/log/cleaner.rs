@@ -8,8 +8,9 @@
 //! the end of the mapped section, in groups of segments that fit one
 //! segment, keeping per key only the latest record, tombstones until their
 //! batch's delete horizon; (3) move the checkpoint to the mapped end.
-//! Aborted transactions' data is neither mapped nor kept, and a transaction
-//! not seen ending bounds the pass (`cleaner_txn`). The work is done in
+//! Aborted transactions' data is neither mapped nor kept, markers go a
+//! delete horizon after their data, and the pass stops at the last stable
+//! offset (`cleaner_txn`). The work is done in
 //! [`LogCleaner::step`]s of bounded I/O so the shard never stalls produce
 //! or fetch for long.
 //!
@@ -28,7 +29,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::batch::{self, BatchHeader};
-use super::cleaner_filter::{self, Buffers, FilterContext, Outcome};
+use super::cleaner_filter::{self, Buffers, FilterContext, LastRecordOf, Outcome, TxnFate};
 use super::config::MAX_SEGMENT_BYTES;
 use super::log::{sync_dir, Log};
 use super::offset_index::{OffsetIndex, OFFSET_INDEX_ENTRY_BYTES};
@@ -41,7 +42,7 @@ use super::segment::{
 use super::time_index::{TimeIndex, TIME_INDEX_ENTRY_BYTES};
 use super::transaction_index::TransactionIndex;
 
-pub use super::cleaner_filter::delete_horizon_ms;
+pub use super::cleaner_filter::{delete_horizon_ms, LastRecord};
 
 #[path = "cleaner_txn.rs"]
 mod txn;
@@ -211,6 +212,9 @@ struct Pass {
     /// Smallest delete horizon among retained tombstones.
     min_horizon_ms: Option<i64>,
     map_txns: MapTxns,
+    /// Which copied batches are aborted data and which markers may go,
+    /// over every group of the pass.
+    copy_txns: AbortedTxnWalk,
 }
 
 /// One shard's cleaner: a single offset map, one log cleaned at a time.
@@ -272,12 +276,17 @@ impl LogCleaner {
 
     /// The dirty ratio if `log` is due for cleaning (Kafka's
     /// `grabFilthiestCompactedLog` filter), for picking the filthiest log.
-    pub fn cleaning_priority(&self, log: &Log, now_ms: i64) -> Option<f64> {
+    pub fn cleaning_priority(
+        &self,
+        log: &Log,
+        now_ms: i64,
+        last_stable_offset: Option<i64>,
+    ) -> Option<f64> {
         let config = log.config();
         if !config.compact {
             return None;
         }
-        let info = bounded_cleanable_info(log, now_ms, self.txn_bound(log));
+        let info = bounded_cleanable_info(log, now_ms, self.bound(log, last_stable_offset));
         let dirty = (info.max_compaction_delay_ms > 0 && info.cleanable_bytes > 0)
             || info.dirty_ratio > config.min_cleanable_dirty_ratio;
         let horizon_due = self
@@ -310,11 +319,15 @@ impl LogCleaner {
     }
 
     /// Starts a pass over `log` if it is due. Returns whether it started.
-    pub fn start(&mut self, log: &Log, now_ms: i64) -> bool {
-        if self.pass.is_some() || self.cleaning_priority(log, now_ms).is_none() {
+    pub fn start(&mut self, log: &Log, now_ms: i64, last_stable_offset: Option<i64>) -> bool {
+        if self.pass.is_some()
+            || self
+                .cleaning_priority(log, now_ms, last_stable_offset)
+                .is_none()
+        {
             return false;
         }
-        let info = bounded_cleanable_info(log, now_ms, self.txn_bound(log));
+        let info = bounded_cleanable_info(log, now_ms, self.bound(log, last_stable_offset));
         let map = self.map.get_or_insert_with(|| Self::new_map(&self.config));
         map.clear();
         let first_segment = log
@@ -336,19 +349,25 @@ impl LogCleaner {
                 ..CleanStats::default()
             },
             min_horizon_ms: None,
-            map_txns: MapTxns::new(log, info.first_dirty_offset, info.first_uncleanable_offset),
+            map_txns: MapTxns::new(
+                log,
+                info.first_dirty_offset,
+                info.first_uncleanable_offset,
+                last_stable_offset.is_none(),
+            ),
+            copy_txns: AbortedTxnWalk::default(),
         });
         true
     }
 
     /// Does at most about `step_bytes` of the pass on `log` (which must be
-    /// the log it started on). `last_data_offset_of(producer_id)` is the
-    /// producer state's last data offset of an active producer. On error
+    /// the log it started on). `last_record_of(producer_id)` is what the
+    /// producer state knows of an active producer's last batch. On error
     /// the pass is aborted.
     pub fn step(
         &mut self,
         log: &mut Log,
-        last_data_offset_of: &dyn Fn(i64) -> Option<i64>,
+        last_record_of: LastRecordOf<'_>,
         now_ms: i64,
     ) -> io::Result<Step> {
         let Some(pass) = &self.pass else {
@@ -364,7 +383,7 @@ impl LogCleaner {
                 ),
             ));
         }
-        match self.step_inner(log, last_data_offset_of, now_ms) {
+        match self.step_inner(log, last_record_of, now_ms) {
             Ok(step) => Ok(step),
             Err(e) => {
                 self.abort();
@@ -377,14 +396,15 @@ impl LogCleaner {
     pub fn clean_now(
         &mut self,
         log: &mut Log,
-        last_data_offset_of: &dyn Fn(i64) -> Option<i64>,
+        last_record_of: LastRecordOf<'_>,
         now_ms: i64,
+        last_stable_offset: Option<i64>,
     ) -> io::Result<Option<CleanStats>> {
-        if !self.start(log, now_ms) {
+        if !self.start(log, now_ms, last_stable_offset) {
             return Ok(None);
         }
         loop {
-            match self.step(log, last_data_offset_of, now_ms)? {
+            match self.step(log, last_record_of, now_ms)? {
                 Step::Done(stats) => return Ok(Some(stats)),
                 Step::InProgress => {}
                 Step::WaitingOffShard => std::thread::sleep(std::time::Duration::from_micros(100)),
@@ -396,7 +416,7 @@ impl LogCleaner {
     fn step_inner(
         &mut self,
         log: &mut Log,
-        last_data_offset_of: &dyn Fn(i64) -> Option<i64>,
+        last_record_of: LastRecordOf<'_>,
         now_ms: i64,
     ) -> io::Result<Step> {
         let pass = self.pass.as_mut().expect("checked");
@@ -446,6 +466,7 @@ impl LogCleaner {
                         let Some(bases) = next_group(log, *next_base, pass.mapped_end) else {
                             return Ok(self.finish(log));
                         };
+                        pass.copy_txns.add_group(log, &bases);
                         *group = Some(Box::new(GroupWriter::create(log, bases)?));
                     }
                     let g = group.as_mut().expect("just set");
@@ -467,7 +488,7 @@ impl LogCleaner {
                         map_latest_offset: map.latest_offset(),
                         now_ms: pass.now_ms,
                         delete_retention_ms: log.config().delete_retention_ms,
-                        last_data_offset_of,
+                        last_record_of,
                     };
                     let finished = g.copy_some(
                         log,
@@ -475,6 +496,7 @@ impl LogCleaner {
                         &mut budget,
                         &mut self.bufs,
                         &mut self.batch_buf,
+                        &mut pass.copy_txns,
                         &mut pass.stats,
                         &mut pass.min_horizon_ms,
                     )?;
@@ -651,11 +673,9 @@ struct GroupWriter {
     log: DiskFile,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
-    /// The group's aborted transactions, all kept as their markers are
-    /// (see `cleaner_txn`).
+    /// The group's aborted transactions that keep data, entered as their
+    /// markers are copied (see `cleaner_txn`).
     txn_index: TransactionIndex,
-    /// Which input batches are aborted data, to be removed.
-    aborted_txns: AbortedTxnWalk,
     size_bytes: u64,
     bytes_since_last_index_entry: u64,
     index_interval_bytes: u64,
@@ -676,13 +696,14 @@ impl GroupWriter {
             f.set_len(0)?;
             Ok(f)
         };
-        let txn_index = merged_txn_index(log, &bases, &dir)?;
+        let txn_index_path = suffixed(&dir, base, TXN_INDEX_FILE_SUFFIX, CLEANED_SUFFIX);
+        remove_if_exists(&txn_index_path)?;
+        let txn_index = TransactionIndex::with_path(txn_index_path, base);
         Ok(GroupWriter {
             log: open(LOG_FILE_SUFFIX)?,
             offset_index: OffsetIndex::create(open(INDEX_FILE_SUFFIX)?, base, max_index)?,
             time_index: TimeIndex::create(open(TIME_INDEX_FILE_SUFFIX)?, base, max_index)?,
             txn_index,
-            aborted_txns: AbortedTxnWalk::for_group(log, &bases),
             dir,
             bases,
             seg_idx: 0,
@@ -734,6 +755,7 @@ impl GroupWriter {
         budget: &mut u64,
         bufs: &mut Buffers,
         batch_buf: &mut Vec<u8>,
+        txns: &mut AbortedTxnWalk,
         stats: &mut CleanStats,
         min_horizon_ms: &mut Option<i64>,
     ) -> io::Result<bool> {
@@ -752,9 +774,21 @@ impl GroupWriter {
             }
             let (header, batch) = read_batch(seg, self.position, batch_buf)?;
             let batch_len = batch.len() as u64;
-            let aborted = self.aborted_txns.on_batch_read(&header);
+            let fate = txns.on_batch_read(&header);
             let (outcome, counts) =
-                cleaner_filter::filter_batch(batch, &header, aborted, ctx, bufs).map_err(other)?;
+                cleaner_filter::filter_batch(batch, &header, fate, ctx, bufs).map_err(other)?;
+            if let TxnFate::Marker {
+                keeps_entry: Some(txn),
+                ..
+            } = fate
+            {
+                assert_ne!(
+                    outcome,
+                    Outcome::Dropped,
+                    "{txn:?}: a marker with data is kept"
+                );
+                self.txn_index.append(txn)?;
+            }
             match outcome {
                 Outcome::Original => {
                     self.append(batch, &header)?;
@@ -851,26 +885,6 @@ impl GroupWriter {
         log.replace_segments(&self.bases, seg);
         Ok(())
     }
-}
-
-/// The aborted transactions of the segments `bases` of `log`, in order, in
-/// the group's `.txnindex.cleaned` (written now: aborts are few). Entries
-/// out of order (a bad index on disk) fail the group.
-fn merged_txn_index(log: &Log, bases: &[i64], dir: &Path) -> io::Result<TransactionIndex> {
-    let base = bases[0];
-    let path = suffixed(dir, base, TXN_INDEX_FILE_SUFFIX, CLEANED_SUFFIX);
-    remove_if_exists(&path)?;
-    let mut merged = TransactionIndex::with_path(path, base);
-    let segs = log.segments().filter(|s| bases.contains(&s.base_offset()));
-    for txn in segs.flat_map(|s| s.txn_index().entries()) {
-        if merged.last_offset().is_some_and(|l| l >= txn.last_offset) {
-            return Err(other(format!(
-                "aborted transactions out of order at {txn:?}"
-            )));
-        }
-        merged.append(*txn)?;
-    }
-    Ok(merged)
 }
 
 /// Finishes swaps that reached their commit point (a `<base>.log.swap`)

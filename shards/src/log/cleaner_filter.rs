@@ -2,8 +2,8 @@
 //! Kafka's `MemoryRecords.filterTo` with the `Cleaner`'s retention rules
 //! (latest offset per key, tombstones until the batch's delete horizon,
 //! keyless records dropped, aborted transactions' batches dropped, the
-//! last batch of an active producer kept even when empty, control batches
-//! kept).
+//! last batch of an active producer kept even when empty, markers until
+//! their delete horizon once no data of their transaction is left).
 
 use super::batch::{
     self, BatchHeader, Compression, TimestampType, ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK,
@@ -12,6 +12,7 @@ use super::batch::{
 };
 use super::offset_map::OffsetMap;
 use super::records::{self, RecordIter};
+use super::transaction_index::AbortedTxn;
 
 /// Reusable buffers, so a cleaning pass allocates only while they grow.
 #[derive(Default)]
@@ -41,9 +42,42 @@ pub(super) struct FilterContext<'a> {
     /// The time the cleaning pass started.
     pub now_ms: i64,
     pub delete_retention_ms: i64,
-    /// Last data offset of an active producer id (Kafka's
+    /// The last batch of an active producer id (Kafka's
     /// `lastRecordsOfActiveProducers`).
-    pub last_data_offset_of: &'a dyn Fn(i64) -> Option<i64>,
+    pub last_record_of: LastRecordOf<'a>,
+}
+
+/// What the producer state knows of an active producer's last batch
+/// (Kafka's `LastRecord`): the cleaner keeps that batch, emptied if need
+/// be, so the producer's sequence and epoch outlive its records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastRecord {
+    /// The last offset of its last data batch; None if it wrote only
+    /// markers here.
+    pub last_data_offset: Option<i64>,
+    pub producer_epoch: i16,
+}
+
+/// Producer id -> its [`LastRecord`], if the producer is active.
+pub type LastRecordOf<'a> = &'a dyn Fn(i64) -> Option<LastRecord>;
+
+/// What a cleaning pass does with one batch, as far as transactions go
+/// (decided by the cleaner's walk over the aborted transactions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TxnFate {
+    /// Not transactional, or committed data.
+    Data,
+    /// A data batch of an aborted transaction: its records go.
+    AbortedData,
+    /// A control batch. `removable`: none of its transaction's data was
+    /// seen in this group, so it goes once its delete horizon has passed
+    /// (Kafka's `onControlBatchRead`). `keeps_entry`: the aborted
+    /// transaction it ends still had data here, so its `.txnindex` entry
+    /// stays.
+    Marker {
+        removable: bool,
+        keeps_entry: Option<AbortedTxn>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -120,28 +154,27 @@ fn retain_record(
     latest_for_key && (has_value || keep_delete)
 }
 
-/// Decides what stays of one batch; a rewrite goes to `bufs.out`. An
-/// `aborted` batch (data of an aborted transaction) keeps no record
-/// (Kafka's `discardBatchRecords`).
+/// Decides what stays of one batch; a rewrite goes to `bufs.out`. A batch
+/// of aborted data keeps no record (Kafka's `discardBatchRecords`).
 pub(super) fn filter_batch(
     batch: &[u8],
     header: &BatchHeader,
-    aborted: bool,
+    fate: TxnFate,
     ctx: &FilterContext<'_>,
     bufs: &mut Buffers,
 ) -> Result<(Outcome, BatchCounts), String> {
     let mut counts = BatchCounts::default();
     let horizon = delete_horizon_ms(header);
-    if header.is_control() {
-        // Markers all stay (see `cleaner_txn`); one with a horizon keeps
-        // it, so a later pass is still due for it.
-        debug_assert!(!aborted, "a control batch is no aborted data");
-        counts.delete_horizon_ms = horizon;
-        return Ok((Outcome::Original, counts));
-    }
-    if aborted {
-        counts.records_read = header.records_count.max(0) as u64;
-        return Ok((empty_or_dropped(header, ctx, &mut bufs.out), counts));
+    match fate {
+        TxnFate::Marker { removable, .. } => {
+            assert!(header.is_control(), "a marker is a control batch");
+            return filter_marker(batch, header, removable, ctx, bufs);
+        }
+        TxnFate::AbortedData => {
+            counts.records_read = header.records_count.max(0) as u64;
+            return Ok((empty_or_dropped(header, ctx, &mut bufs.out), counts));
+        }
+        TxnFate::Data => assert!(!header.is_control(), "a control batch is a marker"),
     }
     let Buffers { records, body, out } = bufs;
     let recs = records_of(batch, header, records)?;
@@ -179,49 +212,124 @@ pub(super) fn filter_batch(
     if kept_all && !set_horizon {
         return Ok((Outcome::Original, counts));
     }
-    // Second pass: re-encode the kept records against the new base timestamp.
-    let base_ts = new_horizon.unwrap_or(first_ts.unwrap_or(NO_TIMESTAMP));
-    body.clear();
-    let mut iter = RecordIter::new(recs);
-    loop {
-        let start = iter.position();
-        let Some(r) = iter.next() else { break };
-        let r = r.map_err(|e| e.to_string())?;
-        let offset = header.base_offset + r.offset_delta as i64;
-        if !retain_record(ctx, horizon, offset, r.key, r.value.is_some()) {
-            continue;
-        }
-        let ts = header.base_timestamp.wrapping_add(r.timestamp_delta);
-        reencode_record(
-            &recs[start..iter.position()],
-            ts.wrapping_sub(base_ts),
-            body,
-        )?;
-    }
     let max_ts = if header.timestamp_type() == TimestampType::LogAppendTime {
         header.max_timestamp
     } else {
         max_ts
     };
-    let mut attributes = header.attributes & !DELETE_HORIZON_FLAG_MASK;
-    if new_horizon.is_some() {
-        attributes |= DELETE_HORIZON_FLAG_MASK;
-    }
-    out.clear();
-    write_header(
-        out,
-        header,
-        attributes,
-        base_ts,
+    let rewrite = Rewrite {
+        base_ts: new_horizon.unwrap_or(first_ts.unwrap_or(NO_TIMESTAMP)),
         max_ts,
-        counts.records_retained as i32,
-    );
-    let codec = header.compression().expect("checked by records_of");
-    let xerial = codec == Compression::Snappy
-        && batch[RECORD_BATCH_OVERHEAD..].starts_with(&records::XERIAL_MAGIC);
-    records::compress(codec, body, out, xerial).map_err(|e| e.to_string())?;
-    finish_batch(out);
+        horizon: new_horizon,
+        records_count: counts.records_retained as i32,
+    };
+    rewrite.write(batch, header, recs, body, out, |offset, key, has_value| {
+        retain_record(ctx, horizon, offset, key, has_value)
+    })?;
     Ok((Outcome::Rewritten, counts))
+}
+
+/// Kafka's retention of a control batch: kept until it is `removable` and
+/// its delete horizon, set by the first pass that finds it removable, has
+/// passed; but the last batch of an active producer stays, emptied.
+fn filter_marker(
+    batch: &[u8],
+    header: &BatchHeader,
+    removable: bool,
+    ctx: &FilterContext<'_>,
+    bufs: &mut Buffers,
+) -> Result<(Outcome, BatchCounts), String> {
+    let mut counts = BatchCounts {
+        records_read: header.records_count.max(0) as u64,
+        ..BatchCounts::default()
+    };
+    let horizon = delete_horizon_ms(header);
+    if header.records_count <= 0 || (removable && horizon.is_some_and(|h| h <= ctx.now_ms)) {
+        return Ok((empty_or_dropped(header, ctx, &mut bufs.out), counts));
+    }
+    counts.records_retained = counts.records_read;
+    if !removable {
+        // Its transaction's data is still here: no horizon is due (one
+        // reported would bring the log back to the cleaner for nothing).
+        return Ok((Outcome::Original, counts));
+    }
+    if horizon.is_some() {
+        counts.delete_horizon_ms = horizon;
+        return Ok((Outcome::Original, counts));
+    }
+    let new_horizon = ctx.now_ms.saturating_add(ctx.delete_retention_ms);
+    counts.delete_horizon_ms = Some(new_horizon);
+    let Buffers { records, body, out } = bufs;
+    let recs = records_of(batch, header, records)?;
+    let rewrite = Rewrite {
+        base_ts: new_horizon,
+        max_ts: header.max_timestamp,
+        horizon: Some(new_horizon),
+        records_count: header.records_count,
+    };
+    rewrite.write(batch, header, recs, body, out, |_, _, _| true)?;
+    Ok((Outcome::Rewritten, counts))
+}
+
+/// A batch rewritten with some of its records, re-encoded against a new
+/// base timestamp (the delete horizon when it has one, as KIP-534 keeps
+/// it).
+struct Rewrite {
+    base_ts: i64,
+    max_ts: i64,
+    horizon: Option<i64>,
+    records_count: i32,
+}
+
+impl Rewrite {
+    /// Writes to `out` the batch of `header` (whose records are `recs`)
+    /// with the records `keep(offset, key, has_value)` selects.
+    fn write(
+        &self,
+        batch: &[u8],
+        header: &BatchHeader,
+        recs: &[u8],
+        body: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+        keep: impl Fn(i64, Option<&[u8]>, bool) -> bool,
+    ) -> Result<(), String> {
+        body.clear();
+        let mut iter = RecordIter::new(recs);
+        loop {
+            let start = iter.position();
+            let Some(r) = iter.next() else { break };
+            let r = r.map_err(|e| e.to_string())?;
+            let offset = header.base_offset + r.offset_delta as i64;
+            if !keep(offset, r.key, r.value.is_some()) {
+                continue;
+            }
+            let ts = header.base_timestamp.wrapping_add(r.timestamp_delta);
+            reencode_record(
+                &recs[start..iter.position()],
+                ts.wrapping_sub(self.base_ts),
+                body,
+            )?;
+        }
+        let mut attributes = header.attributes & !DELETE_HORIZON_FLAG_MASK;
+        if self.horizon.is_some() {
+            attributes |= DELETE_HORIZON_FLAG_MASK;
+        }
+        out.clear();
+        write_header(
+            out,
+            header,
+            attributes,
+            self.base_ts,
+            self.max_ts,
+            self.records_count,
+        );
+        let codec = header.compression().expect("checked by records_of");
+        let xerial = codec == Compression::Snappy
+            && batch[RECORD_BATCH_OVERHEAD..].starts_with(&records::XERIAL_MAGIC);
+        records::compress(codec, body, out, xerial).map_err(|e| e.to_string())?;
+        finish_batch(out);
+        Ok(())
+    }
 }
 
 /// A batch none of whose records stay: dropped, unless it is the last data
@@ -229,9 +337,7 @@ pub(super) fn filter_batch(
 /// RETAIN_EMPTY): then its header alone, in `out`, keeps the producer's
 /// last sequence and epoch in the log.
 fn empty_or_dropped(header: &BatchHeader, ctx: &FilterContext<'_>, out: &mut Vec<u8>) -> Outcome {
-    let last_of_producer = header.has_producer_id()
-        && (ctx.last_data_offset_of)(header.producer_id) == Some(header.last_offset());
-    if !last_of_producer {
+    if !is_last_batch_of_producer(header, ctx) {
         return Outcome::Dropped;
     }
     out.clear();
@@ -247,6 +353,19 @@ fn empty_or_dropped(header: &BatchHeader, ctx: &FilterContext<'_>, out: &mut Vec
     );
     finish_batch(out);
     Outcome::Rewritten
+}
+
+/// Kafka's `isBatchLastRecordOfProducer`: the batch the producer state
+/// names as the producer's last (for one that wrote only markers here, a
+/// marker of its current epoch).
+fn is_last_batch_of_producer(header: &BatchHeader, ctx: &FilterContext<'_>) -> bool {
+    if !header.has_producer_id() {
+        return false;
+    }
+    (ctx.last_record_of)(header.producer_id).is_some_and(|last| match last.last_data_offset {
+        Some(offset) => header.last_offset() == offset,
+        None => header.is_control() && header.producer_epoch == last.producer_epoch,
+    })
 }
 
 /// Copies one encoded record with a new timestamp delta; the offset delta

@@ -28,7 +28,7 @@ fn cleaner() -> LogCleaner {
     })
 }
 
-fn no_producers(_: i64) -> Option<i64> {
+fn no_producers(_: i64) -> Option<LastRecord> {
     None
 }
 
@@ -115,7 +115,10 @@ fn compacts_100k_updates_over_1k_keys() {
     let segments_before = log.segment_count();
     let size_before = log.size_bytes();
     let mut c = cleaner();
-    let stats = c.clean_now(&mut log, &no_producers, T0).unwrap().unwrap();
+    let stats = c
+        .clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .unwrap();
     assert_eq!(stats.end_offset, 100_000);
     assert_eq!(stats.map_entries, 1000);
     assert_eq!(stats.records_read, 100_000);
@@ -135,7 +138,10 @@ fn compacts_100k_updates_over_1k_keys() {
     let info = log.read(5, 1 << 20, i64::MAX, true).unwrap();
     assert_eq!(info.first_batch_base_offset, 99_000);
     // Clean now: nothing due.
-    assert!(c.clean_now(&mut log, &no_producers, T0).unwrap().is_none());
+    assert!(c
+        .clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .is_none());
     // The next pass merges the small cleaned segments.
     append(
         &mut log,
@@ -144,7 +150,9 @@ fn compacts_100k_updates_over_1k_keys() {
         T0,
     );
     log.roll(T0).unwrap();
-    c.clean_now(&mut log, &no_producers, T0).unwrap().unwrap();
+    c.clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .unwrap();
     assert_eq!(log.segment_count(), 3, "{:?}", log.segment_base_offsets());
     let (records, _) = read_all(&log);
     assert_eq!(records.len(), 1000);
@@ -173,7 +181,9 @@ fn tombstones_kept_until_delete_horizon() {
     );
     log.roll(T0).unwrap();
     let mut c = cleaner();
-    c.clean_now(&mut log, &no_producers, T0).unwrap().unwrap();
+    c.clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .unwrap();
     let (records, headers) = read_all(&log);
     let keys: Vec<_> = records.iter().map(|r| (r.1.clone(), r.2.clone())).collect();
     assert_eq!(
@@ -185,10 +195,10 @@ fn tombstones_kept_until_delete_horizon() {
     assert_ne!(h.attributes & DELETE_HORIZON_FLAG_MASK, 0);
     assert_eq!(delete_horizon_ms(h), Some(T0 + 1_000));
     // Before the horizon: not due, and a forced pass keeps it.
-    assert!(c.cleaning_priority(&log, T0 + 999).is_none());
+    assert!(c.cleaning_priority(&log, T0 + 999, None).is_none());
     // After the horizon the pass is due although nothing new is dirty.
-    assert!(c.cleaning_priority(&log, T0 + 1_000).is_some());
-    c.clean_now(&mut log, &no_producers, T0 + 1_000)
+    assert!(c.cleaning_priority(&log, T0 + 1_000, None).is_some());
+    c.clean_now(&mut log, &no_producers, T0 + 1_000, None)
         .unwrap()
         .unwrap();
     let (records, _) = read_all(&log);
@@ -208,16 +218,18 @@ fn tombstone_survives_passes_before_horizon() {
     );
     log.roll(T0).unwrap();
     let mut c = cleaner();
-    c.clean_now(&mut log, &no_producers, T0).unwrap().unwrap();
+    c.clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .unwrap();
     // New dirty data triggers a pass at T0 + 500: the tombstone stays.
     append(&mut log, &[kv("y", Some("1"))], Compression::None, T0);
     log.roll(T0).unwrap();
-    c.clean_now(&mut log, &no_producers, T0 + 500)
+    c.clean_now(&mut log, &no_producers, T0 + 500, None)
         .unwrap()
         .unwrap();
     let (records, _) = read_all(&log);
     assert_eq!(records[0], (1, b"x".to_vec(), None));
-    c.clean_now(&mut log, &no_producers, T0 + 1_001)
+    c.clean_now(&mut log, &no_producers, T0 + 1_001, None)
         .unwrap()
         .unwrap();
     let (records, _) = read_all(&log);
@@ -259,7 +271,7 @@ fn compressed_batches_are_recompressed_with_their_codec() {
         );
         log.roll(T0).unwrap();
         cleaner()
-            .clean_now(&mut log, &no_producers, T0)
+            .clean_now(&mut log, &no_producers, T0, None)
             .unwrap()
             .unwrap();
         let (records, headers) = read_all(&log);
@@ -304,7 +316,7 @@ fn min_compaction_lag_leaves_young_segments() {
     let info = cleanable_info(&log, T0);
     assert_eq!(info.first_uncleanable_offset, young_base);
     let stats = cleaner()
-        .clean_now(&mut log, &no_producers, T0)
+        .clean_now(&mut log, &no_producers, T0, None)
         .unwrap()
         .unwrap();
     assert_eq!(stats.end_offset, young_base);
@@ -315,7 +327,7 @@ fn min_compaction_lag_leaves_young_segments() {
     assert_eq!(offsets, vec![1, 2, 3]);
     // Later, once old enough, the young segment is cleaned too.
     let stats = cleaner()
-        .clean_now(&mut log, &no_producers, T0 + 6_000)
+        .clean_now(&mut log, &no_producers, T0 + 6_000, None)
         .unwrap()
         .unwrap();
     assert_eq!(stats.end_offset, 4);
@@ -339,12 +351,14 @@ fn max_compaction_lag_forces_cleaning() {
     );
     log.roll(T0).unwrap();
     let mut c = cleaner();
-    c.clean_now(&mut log, &no_producers, T0).unwrap().unwrap(); // ratio 1.0 > 0.99
+    c.clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .unwrap(); // ratio 1.0 > 0.99
     append(&mut log, &[kv("a", Some("3"))], Compression::None, T0);
     log.roll(T0).unwrap();
     // Ratio is about 0.5 < 0.99: only the max lag makes it due.
-    assert!(c.cleaning_priority(&log, T0 + 60_000).is_none());
-    assert!(c.cleaning_priority(&log, T0 + 60_001).is_some());
+    assert!(c.cleaning_priority(&log, T0 + 60_000, None).is_none());
+    assert!(c.cleaning_priority(&log, T0 + 60_001, None).is_some());
 }
 
 #[test]
@@ -361,7 +375,7 @@ fn active_segment_is_never_cleaned() {
     }
     // Only the active segment: nothing is cleanable.
     assert!(cleaner()
-        .clean_now(&mut log, &no_producers, T0)
+        .clean_now(&mut log, &no_producers, T0, None)
         .unwrap()
         .is_none());
     log.roll(T0).unwrap();
@@ -373,7 +387,7 @@ fn active_segment_is_never_cleaned() {
     );
     let active_size = log.segments().last().unwrap().size_bytes();
     cleaner()
-        .clean_now(&mut log, &no_producers, T0)
+        .clean_now(&mut log, &no_producers, T0, None)
         .unwrap()
         .unwrap();
     assert_eq!(log.segments().last().unwrap().size_bytes(), active_size);
@@ -444,7 +458,7 @@ fn crash_after_commit_completes_the_swap() {
         copy_dir(&dir, &copy);
         let mut cleaned = open(&copy);
         cleaner()
-            .clean_now(&mut cleaned, &no_producers, T0)
+            .clean_now(&mut cleaned, &no_producers, T0, None)
             .unwrap()
             .unwrap();
         let (want, _) = read_all(&cleaned);
@@ -482,7 +496,10 @@ fn cleaner_checkpoint_round_trip() {
     let dir = tmp.path().join("t-0");
     let mut log = build_three_segment_log(&dir);
     let mut c = cleaner();
-    let stats = c.clean_now(&mut log, &no_producers, T0).unwrap().unwrap();
+    let stats = c
+        .clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .unwrap();
     let file = OffsetCheckpointFile::new(tmp.path().join(CLEANER_OFFSET_CHECKPOINT_FILE));
     file.write(&[("t".to_string(), 0, log.cleaner_checkpoint())])
         .unwrap();
@@ -493,7 +510,7 @@ fn cleaner_checkpoint_round_trip() {
     log.set_cleaner_checkpoint(entries[0].2);
     assert_eq!(cleanable_info(&log, T0).first_dirty_offset, 60);
     assert!(LogCleaner::new(CleanerConfig::default())
-        .clean_now(&mut log, &no_producers, T0)
+        .clean_now(&mut log, &no_producers, T0, None)
         .unwrap()
         .is_none());
     // A checkpoint past the log end is invalid: start over from the log start.
@@ -521,9 +538,14 @@ fn producer_state_survives_cleaning() {
         T0,
     );
     log.roll(T0).unwrap();
-    let last_data = |pid: i64| (pid == 7).then_some(2);
+    let last_data = |pid: i64| {
+        (pid == 7).then_some(LastRecord {
+            last_data_offset: Some(2),
+            producer_epoch: 3,
+        })
+    };
     cleaner()
-        .clean_now(&mut log, &last_data, T0)
+        .clean_now(&mut log, &last_data, T0, None)
         .unwrap()
         .unwrap();
     let (records, headers) = read_all(&log);
@@ -554,7 +576,7 @@ fn producer_state_survives_cleaning() {
     append(&mut log2, &[kv("a", Some("2"))], Compression::None, T0);
     log2.roll(T0).unwrap();
     cleaner()
-        .clean_now(&mut log2, &no_producers, T0)
+        .clean_now(&mut log2, &no_producers, T0, None)
         .unwrap()
         .unwrap();
     assert!(read_all(&log2).1.iter().all(|h| h.producer_id != 9));
@@ -577,7 +599,7 @@ fn keyless_records_are_dropped_and_control_batches_kept() {
     log.append(&ctl, &append_info(&ctl), T0).unwrap();
     log.roll(T0).unwrap();
     cleaner()
-        .clean_now(&mut log, &no_producers, T0)
+        .clean_now(&mut log, &no_producers, T0, None)
         .unwrap()
         .unwrap();
     let (records, headers) = read_all(&log);
@@ -593,7 +615,7 @@ fn steps_are_bounded() {
         dedupe_buffer_bytes: 1 << 20,
         step_bytes: 1,
     });
-    assert!(c.start(&log, T0));
+    assert!(c.start(&log, T0, None));
     let mut steps = 0;
     loop {
         steps += 1;
@@ -625,7 +647,7 @@ fn a_dedupe_map_made_on_another_thread_is_used() {
     let slots = map.slots();
     c.install_map(map);
     assert!(c.has_map());
-    let stats = c.clean_now(&mut log, &no_producers, T0).unwrap();
+    let stats = c.clean_now(&mut log, &no_producers, T0, None).unwrap();
     assert!(stats.is_some(), "the log was due");
     assert_eq!(c.map.as_ref().map(|m| m.slots()), Some(slots));
     assert_eq!(read_all(&log).0.len(), 4);

@@ -1,105 +1,175 @@
 //! The cleaner and transactions: Kafka's `CleanedTransactionMetadata`, and
-//! in its stead the last stable offset bound of Kafka's
+//! the last stable offset bound of Kafka's
 //! `LogCleanerManager.cleanableOffsets`.
 //!
 //! The data batches of an aborted transaction never enter the offset map
 //! and are removed when their segment is rewritten (but for the last batch
 //! of an active producer, kept empty as any such batch): an aborted record
 //! never becomes the value a key keeps. [`AbortedTxnWalk`] tells them
-//! apart, walking the batches in offset order against the aborted
-//! transactions of the transaction indexes.
+//! apart, walking the batches of a pass in offset order against the
+//! aborted transactions of the transaction indexes.
 //!
-//! Every control batch is kept, and so is every transaction index entry.
-//! Kafka drops a marker (and its entry) once a pass finds none of its
-//! transaction's data left and the marker's delete horizon has passed; a
-//! kept marker is one 78-byte batch per transaction, costs nothing to
-//! read_committed consumers, and needs no horizon of its own.
+//! A marker outlives its transaction's data by a pass, as Kafka's does:
+//! the pass that sees any batch of the transaction keeps the marker (and
+//! an abort's `.txnindex` entry, so read_committed consumers still skip
+//! what is left); a pass that sees none drops the entry and sets the
+//! marker's delete horizon (`delete.retention.ms`, KIP-534), and the first
+//! pass after it removes the marker, unless it is the last batch of an
+//! active producer, which is kept empty.
 //!
-//! Kafka never cleans past the last stable offset, so the transactions it
-//! sees are all decided. kshard's cleaner is not given the LSO: the map
-//! phase tracks the transactions it sees start and not end ([`OpenTxns`]),
-//! since such a transaction may still be open and abort later; if one
-//! starts below the mapped end, the pass maps again up to its first offset
-//! and, until the log rolls, cleans no further ([`TxnBound`]).
+//! Kafka never cleans past the last stable offset, so the transactions a
+//! pass sees are all decided; the partition gives it to the cleaner. A
+//! caller that cannot (tests, tools) leaves it out, and the map phase then
+//! tracks the transactions it sees start and not end ([`OpenTxns`]), since
+//! such a transaction may still be open and abort later; if one starts
+//! below the mapped end, the pass maps again up to its first offset and,
+//! until the log rolls, cleans no further ([`TxnBound`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{LogCleaner, Phase};
 use crate::log::batch::BatchHeader;
+use crate::log::cleaner_filter::TxnFate;
 use crate::log::transaction_index::AbortedTxn;
 use crate::log::Log;
 
-/// Kafka's `CleanedTransactionMetadata`, without marker retention: which
-/// data batches belong to an aborted transaction. Batches must be given in
-/// offset order.
+/// An aborted transaction under way in the walk (Kafka's
+/// `AbortedTransactionMetadata`).
+#[derive(Clone, Copy, Debug)]
+struct OngoingAbortedTxn {
+    txn: AbortedTxn,
+    data_seen: bool,
+}
+
+/// Kafka's `CleanedTransactionMetadata`: which data batches belong to an
+/// aborted transaction, and which markers no data of theirs outlives.
+/// Batches must be given in offset order.
 #[derive(Default)]
 pub(super) struct AbortedTxnWalk {
     /// Increasing first offsets; `next` is the first not yet reached.
     aborted: Vec<AbortedTxn>,
     next: usize,
-    /// Producer id -> marker offset of its aborted transaction under way
-    /// (Kafka's `ongoingAbortedTxns`).
-    ongoing: HashMap<i64, i64>,
+    /// Producer id -> its aborted transaction under way (Kafka's
+    /// `ongoingAbortedTxns`).
+    ongoing_aborted: HashMap<i64, OngoingAbortedTxn>,
+    /// Producers with transactional data seen and no marker yet (Kafka's
+    /// `ongoingCommittedTxns`).
+    ongoing_committed: HashSet<i64>,
+    /// Marker offsets of every transaction in `aborted`.
+    known_markers: HashSet<i64>,
 }
 
 impl AbortedTxnWalk {
     /// A walk over `aborted` (as `Log::collect_aborted_txns` returns them:
     /// in marker order, which is not first-offset order).
-    pub fn new(mut aborted: Vec<AbortedTxn>) -> AbortedTxnWalk {
-        aborted.sort_unstable_by_key(|t| t.first_offset);
-        AbortedTxnWalk {
-            aborted,
-            next: 0,
-            ongoing: HashMap::new(),
-        }
+    pub fn new(aborted: Vec<AbortedTxn>) -> AbortedTxnWalk {
+        let mut walk = AbortedTxnWalk::default();
+        walk.add(aborted);
+        walk
     }
 
-    /// The aborted transactions overlapping the segments `bases` of `log`
-    /// (a cleaned group), whose markers may lie in later segments.
-    pub fn for_group(log: &Log, bases: &[i64]) -> AbortedTxnWalk {
+    /// Adds the aborted transactions overlapping the segments `bases` of
+    /// `log` (the next cleaned group), whose markers may lie in later
+    /// segments. One walk serves every group of a pass, as Kafka's does, so
+    /// a transaction spanning groups is seen whole.
+    pub fn add_group(&mut self, log: &Log, bases: &[i64]) {
         let last = *bases.last().expect("non-empty group");
         let end = log
             .segment_after(last)
             .map_or(log.log_end_offset(), |s| s.base_offset());
-        AbortedTxnWalk::new(log.collect_aborted_txns(bases[0], end))
+        self.add(log.collect_aborted_txns(bases[0], end));
+    }
+
+    /// Adds transactions not known yet (by marker offset), keeping those not
+    /// reached in first-offset order.
+    fn add(&mut self, aborted: Vec<AbortedTxn>) {
+        let before = self.aborted.len();
+        for txn in aborted {
+            if self.known_markers.insert(txn.last_offset) {
+                self.aborted.push(txn);
+            }
+        }
+        if self.aborted.len() > before {
+            self.aborted[self.next..].sort_unstable_by_key(|t| t.first_offset);
+        }
     }
 
     /// Back to the first batch.
     pub fn rewind(&mut self) {
         self.next = 0;
-        self.ongoing.clear();
+        self.ongoing_aborted.clear();
+        self.ongoing_committed.clear();
     }
 
     /// Kafka's `consumeAbortedTxnsUpTo`.
     fn consume_up_to(&mut self, offset: i64) {
-        while let Some(t) = self.aborted.get(self.next) {
-            if t.first_offset > offset {
+        while let Some(&txn) = self.aborted.get(self.next) {
+            if txn.first_offset > offset {
                 break;
             }
-            self.ongoing.insert(t.producer_id, t.last_offset);
+            let ongoing = OngoingAbortedTxn {
+                txn,
+                data_seen: false,
+            };
+            self.ongoing_aborted.insert(txn.producer_id, ongoing);
             self.next += 1;
         }
     }
 
-    /// Kafka's `onBatchRead` and `onControlBatchRead`: true if `header` is
-    /// a data batch of an aborted transaction. The range of an aborted
-    /// transaction ends at its marker, known by its offset from the index
-    /// entry, so the marker need not be parsed (and a bad one cannot make
-    /// the producer's next transaction look aborted).
-    pub fn on_batch_read(&mut self, header: &BatchHeader) -> bool {
-        let last_offset = header.last_offset();
-        self.consume_up_to(last_offset);
-        if self.ongoing.is_empty() || !header.has_producer_id() {
-            return false;
+    /// Kafka's `onBatchRead` and `onControlBatchRead`. The range of an
+    /// aborted transaction ends at its marker, known by its offset from
+    /// the index entry, so the marker need not be parsed: a control batch
+    /// at that offset is the abort marker, any other ends a commit (and a
+    /// bad marker cannot make the producer's next transaction look
+    /// aborted).
+    pub fn on_batch_read(&mut self, header: &BatchHeader) -> TxnFate {
+        self.consume_up_to(header.last_offset());
+        if header.is_control() {
+            return self.on_control_batch_read(header);
         }
-        let Some(&marker_offset) = self.ongoing.get(&header.producer_id) else {
-            return false;
-        };
-        if last_offset >= marker_offset {
-            self.ongoing.remove(&header.producer_id);
-            return false;
+        if !header.has_producer_id() || !header.is_transactional() {
+            return TxnFate::Data;
         }
-        header.is_transactional() && !header.is_control()
+        let pid = header.producer_id;
+        if let Some(ongoing) = self.ongoing_aborted.get_mut(&pid) {
+            if header.last_offset() < ongoing.txn.last_offset {
+                ongoing.data_seen = true;
+                return TxnFate::AbortedData;
+            }
+            // Past its marker, which was not read: the range ends anyway.
+            self.ongoing_aborted.remove(&pid);
+        }
+        self.ongoing_committed.insert(pid);
+        TxnFate::Data
+    }
+
+    fn on_control_batch_read(&mut self, header: &BatchHeader) -> TxnFate {
+        let pid = header.producer_id;
+        if header.records_count == 0 {
+            // Emptied by an earlier pass (kept only as a producer's last
+            // batch): nothing of it is left to keep.
+            return TxnFate::Marker {
+                removable: true,
+                keeps_entry: None,
+            };
+        }
+        let aborted = self
+            .ongoing_aborted
+            .get(&pid)
+            .is_some_and(|o| o.txn.last_offset == header.base_offset);
+        if aborted {
+            let ongoing = self.ongoing_aborted.remove(&pid).expect("checked");
+            // A commit cannot be under way inside an aborted transaction.
+            self.ongoing_committed.remove(&pid);
+            return TxnFate::Marker {
+                removable: !ongoing.data_seen,
+                keeps_entry: ongoing.data_seen.then_some(ongoing.txn),
+            };
+        }
+        TxnFate::Marker {
+            removable: !self.ongoing_committed.remove(&pid),
+            keeps_entry: None,
+        }
     }
 }
 
@@ -146,12 +216,19 @@ pub(super) struct MapTxns {
 }
 
 impl MapTxns {
-    pub fn new(log: &Log, first_dirty_offset: i64, first_uncleanable_offset: i64) -> MapTxns {
+    /// `track_open`: the pass was not bounded by the last stable offset, so
+    /// it must look for transactions it sees start and not end.
+    pub fn new(
+        log: &Log,
+        first_dirty_offset: i64,
+        first_uncleanable_offset: i64,
+        track_open: bool,
+    ) -> MapTxns {
         MapTxns {
             walk: AbortedTxnWalk::new(
                 log.collect_aborted_txns(first_dirty_offset, first_uncleanable_offset),
             ),
-            open: Some(OpenTxns::new(first_dirty_offset)),
+            open: track_open.then(|| OpenTxns::new(first_dirty_offset)),
         }
     }
 
@@ -160,7 +237,7 @@ impl MapTxns {
         if let Some(open) = &mut self.open {
             open.on_batch_read(header);
         }
-        self.walk.on_batch_read(header)
+        self.walk.on_batch_read(header) == TxnFate::AbortedData
     }
 }
 
@@ -175,9 +252,15 @@ pub(super) struct TxnBound {
 }
 
 impl LogCleaner {
+    /// Kafka's bound on the cleanable section: the last stable offset when
+    /// the caller knows it, else the bound a previous pass put on it.
+    pub(super) fn bound(&self, log: &Log, last_stable_offset: Option<i64>) -> Option<i64> {
+        last_stable_offset.or_else(|| self.txn_bound(log))
+    }
+
     /// The bound a previous pass put on `log`'s cleanable section, if the
     /// log has not rolled since.
-    pub(super) fn txn_bound(&self, log: &Log) -> Option<i64> {
+    fn txn_bound(&self, log: &Log) -> Option<i64> {
         self.txn_bounds
             .get(log.dir())
             .filter(|b| b.active_base_offset == log.active_base_offset())

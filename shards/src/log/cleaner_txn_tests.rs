@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::*;
 use crate::log::batch::{set_base_offset, BatchIter};
-use crate::log::cleaner::{cleanable_info, CleanerConfig, LogCleaner};
+use crate::log::cleaner::{cleanable_info, CleanerConfig, LastRecord, LogCleaner};
+use crate::log::cleaner_filter::TxnFate;
 use crate::log::config::LogConfig;
 use crate::log::control_batch::{build_end_txn_marker_batch, ControlRecordType, EndTxnMarker};
 use crate::log::producer_state::{ProducerStateManager, DEFAULT_PRODUCER_ID_EXPIRATION_MS};
@@ -76,7 +77,10 @@ impl Leader {
         set_base_offset(&mut bytes, offset);
         self.log.append(&bytes, &append_info(&bytes), NOW).unwrap();
         let h = BatchHeader::parse(&bytes).unwrap();
-        let done = self.producers.update_marker(&h, &marker, NOW).unwrap();
+        // None: no transaction of the producer's here to end.
+        let Some(done) = self.producers.update_marker(&h, &marker, NOW) else {
+            return offset;
+        };
         if done.is_aborted {
             let txn = AbortedTxn {
                 producer_id: pid,
@@ -89,7 +93,7 @@ impl Leader {
         offset
     }
 
-    fn clean(&mut self, last_data_offset_of: &dyn Fn(i64) -> Option<i64>) -> bool {
+    fn clean(&mut self, last_data_offset_of: &dyn Fn(i64) -> Option<LastRecord>) -> bool {
         let mut c = LogCleaner::new(CleanerConfig::default());
         self.clean_with(&mut c, last_data_offset_of)
     }
@@ -97,16 +101,25 @@ impl Leader {
     fn clean_with(
         &mut self,
         c: &mut LogCleaner,
-        last_data_offset_of: &dyn Fn(i64) -> Option<i64>,
+        last_data_offset_of: &dyn Fn(i64) -> Option<LastRecord>,
     ) -> bool {
-        c.clean_now(&mut self.log, last_data_offset_of, NOW)
+        c.clean_now(&mut self.log, last_data_offset_of, NOW, None)
             .unwrap()
             .is_some()
     }
 }
 
-fn no_producers(_: i64) -> Option<i64> {
+fn no_producers(_: i64) -> Option<LastRecord> {
     None
+}
+
+/// The producer state of producer `of`, whose last data batch ends at
+/// `offset` (epoch 0, as `Leader` writes).
+fn last_data(pid: i64, of: i64, offset: i64) -> Option<LastRecord> {
+    (pid == of).then_some(LastRecord {
+        last_data_offset: Some(offset),
+        producer_epoch: 0,
+    })
 }
 
 /// Every batch from the log start: (base offset, control, records as
@@ -213,7 +226,7 @@ fn the_last_batch_of_an_active_producer_is_kept_empty() {
     let v2 = l.data(Some(2), &[("k", "v2")]);
     let abort = l.end(2, ControlRecordType::Abort);
     l.log.roll(NOW).unwrap();
-    assert!(l.clean(&|pid| (pid == 2).then_some(v2)));
+    assert!(l.clean(&|pid| last_data(pid, 2, v2)));
     let b = batches(&l.log);
     assert_eq!(records(&l.log), [rec(0, "k=v1")]);
     assert_eq!(
@@ -225,7 +238,7 @@ fn the_last_batch_of_an_active_producer_is_kept_empty() {
     // A later pass keeps it the same way.
     l.data(PLAIN, &[("z", "1")]);
     l.log.roll(NOW).unwrap();
-    assert!(l.clean(&|pid| (pid == 2).then_some(v2)));
+    assert!(l.clean(&|pid| last_data(pid, 2, v2)));
     assert_eq!(batches(&l.log)[1], (v2, false, vec![]));
 }
 
@@ -308,7 +321,7 @@ fn an_abort_marker_in_a_later_group() {
     l.log.roll(NOW).unwrap();
     let mut c = LogCleaner::new(CleanerConfig::default());
     let stats = c
-        .clean_now(&mut l.log, &no_producers, NOW)
+        .clean_now(&mut l.log, &no_producers, NOW, None)
         .unwrap()
         .unwrap();
     assert_eq!(stats.groups, 2, "{:?}", l.log.segment_base_offsets());
@@ -342,7 +355,7 @@ fn an_open_transaction_bounds_the_pass() {
     l.log.roll(NOW).unwrap();
     let mut c = LogCleaner::new(CleanerConfig::default());
     let stats = c
-        .clean_now(&mut l.log, &no_producers, NOW)
+        .clean_now(&mut l.log, &no_producers, NOW, None)
         .unwrap()
         .unwrap();
     assert_eq!(stats.end_offset, open, "mapped up to the open transaction");
@@ -358,15 +371,15 @@ fn an_open_transaction_bounds_the_pass() {
     );
     // Nothing is due until the log rolls.
     assert_eq!(c.txn_bound(&l.log), Some(open));
-    assert!(c.cleaning_priority(&l.log, NOW).is_none());
+    assert!(c.cleaning_priority(&l.log, NOW, None).is_none());
     assert!(cleanable_info(&l.log, NOW).cleanable_bytes > 0);
     let abort = l.end(2, ControlRecordType::Abort);
     assert!(
-        c.cleaning_priority(&l.log, NOW).is_none(),
+        c.cleaning_priority(&l.log, NOW, None).is_none(),
         "marker in the active segment"
     );
     l.log.roll(NOW).unwrap();
-    assert!(c.cleaning_priority(&l.log, NOW).is_some());
+    assert!(c.cleaning_priority(&l.log, NOW, None).is_some());
     assert!(l.clean_with(&mut c, &no_producers));
     assert_eq!(l.log.cleaner_checkpoint(), abort + 1);
     assert_eq!(
@@ -417,16 +430,40 @@ fn the_walk_follows_each_producers_aborted_range() {
     let mut seen = |pid, base, last, transactional, control| {
         walk.on_batch_read(&header(pid, base, last, transactional, control))
     };
-    assert!(seen(1, 0, 1, true, false));
-    assert!(!seen(3, 2, 2, true, false), "another producer's");
-    assert!(seen(2, 3, 4, true, false));
-    assert!(!seen(1, 5, 5, false, false), "not transactional");
-    assert!(!seen(2, 6, 6, true, true), "the marker ends producer 2's");
-    assert!(!seen(2, 7, 7, true, false), "producer 2's next transaction");
+    use TxnFate::{AbortedData, Data};
+    assert_eq!(seen(1, 0, 1, true, false), AbortedData);
+    assert_eq!(seen(3, 2, 2, true, false), Data, "another producer's");
+    assert_eq!(seen(2, 3, 4, true, false), AbortedData);
+    assert_eq!(seen(1, 5, 5, false, false), Data, "not transactional");
+    assert_eq!(
+        seen(2, 6, 6, true, true),
+        TxnFate::Marker {
+            removable: false,
+            keeps_entry: Some(txn(2, 3, 6))
+        },
+        "the marker ends producer 2's, whose data was seen"
+    );
+    assert_eq!(seen(2, 7, 7, true, false), Data, "producer 2's next");
     // Producer 1's marker at 8 went missing: its range still ends there.
-    assert!(!seen(1, 9, 9, true, false));
+    assert_eq!(seen(1, 9, 9, true, false), Data);
+    assert_eq!(
+        seen(3, 10, 10, true, true),
+        TxnFate::Marker {
+            removable: false,
+            keeps_entry: None
+        },
+        "a commit whose data was seen"
+    );
+    assert_eq!(
+        seen(4, 11, 11, true, true),
+        TxnFate::Marker {
+            removable: true,
+            keeps_entry: None
+        },
+        "a commit with no data seen"
+    );
     let mut empty = AbortedTxnWalk::default();
-    assert!(!empty.on_batch_read(&header(1, 0, 0, true, false)));
+    assert_eq!(empty.on_batch_read(&header(1, 0, 0, true, false)), Data);
 }
 
 /// A full map stops before a transaction's marker: the pass maps up to the
@@ -464,4 +501,155 @@ fn a_full_map_before_a_marker_still_makes_progress() {
         records(&l.log),
         [rec(1, "b=1"), rec(2, "a=2"), rec(3, "d=1"), rec(4, "e=1")]
     );
+}
+
+/// Kafka's marker lifecycle: the pass that removes a transaction's data
+/// keeps its marker (and an abort's index entry); the next finds no data,
+/// drops the entry and sets the marker's delete horizon; the first pass
+/// after the horizon removes the marker.
+#[test]
+fn markers_go_once_their_data_is_gone_and_their_horizon_passed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut l = Leader::new(&tmp.path().join("t-0"));
+    l.data(Some(1), &[("k", "committed")]); // 0
+    l.data(PLAIN, &[("k", "plain")]); // 1: supersedes it
+    let commit = l.end(1, ControlRecordType::Commit); // 2
+    l.data(Some(2), &[("j", "aborted")]); // 3
+    let abort = l.end(2, ControlRecordType::Abort); // 4
+    l.log.roll(NOW).unwrap();
+    let lso = Some(l.log.log_end_offset());
+    let mut c = LogCleaner::new(CleanerConfig::default());
+    let mut pass = |l: &mut Leader, now_ms: i64| {
+        c.clean_now(&mut l.log, &no_producers, now_ms, lso)
+            .unwrap()
+            .is_some()
+    };
+    assert!(pass(&mut l, NOW));
+    assert_eq!(records(&l.log), [rec(1, "k=plain")]);
+    assert_eq!(control_offsets(&l.log), [commit, abort], "data was seen");
+    assert_eq!(l.log.collect_aborted_txns(0, abort + 1).len(), 1);
+    // Something new to clean.
+    l.data(PLAIN, &[("z", "1")]); // 5
+    l.log.roll(NOW).unwrap();
+    let lso = Some(l.log.log_end_offset());
+    let mut c = LogCleaner::new(CleanerConfig::default());
+    assert!(c
+        .clean_now(&mut l.log, &no_producers, NOW, lso)
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        control_offsets(&l.log),
+        [commit, abort],
+        "until the horizon"
+    );
+    assert!(
+        l.log.collect_aborted_txns(0, abort + 1).is_empty(),
+        "no aborted data is left to skip"
+    );
+    let horizon = NOW + l.log.config().delete_retention_ms;
+    for b in batches_with_headers(&l.log)
+        .iter()
+        .filter(|h| h.is_control())
+    {
+        assert_eq!(crate::log::cleaner::delete_horizon_ms(b), Some(horizon));
+    }
+    assert!(
+        c.cleaning_priority(&l.log, horizon - 1, lso).is_none(),
+        "nothing is due before the horizon"
+    );
+    assert!(c.cleaning_priority(&l.log, horizon, lso).is_some());
+    assert!(c
+        .clean_now(&mut l.log, &no_producers, horizon, lso)
+        .unwrap()
+        .is_some());
+    assert!(control_offsets(&l.log).is_empty());
+    assert_eq!(records(&l.log), [rec(1, "k=plain"), rec(5, "z=1")]);
+    // Reopened, the log and its producer state replay the same.
+    let dir = l.log.dir().to_path_buf();
+    l.log.close().unwrap();
+    let mut log = Log::open(&dir, config(), 0, 0, NOW).unwrap().0;
+    let mut ps = ProducerStateManager::new(&dir, DEFAULT_PRODUCER_ID_EXPIRATION_MS);
+    log.replay_producer_state(&mut ps, 0).unwrap();
+    assert_eq!(records(&log), [rec(1, "k=plain"), rec(5, "z=1")]);
+}
+
+/// A producer that wrote only a marker here keeps it, emptied, while the
+/// producer is active (Kafka's `isBatchLastRecordOfProducer`).
+#[test]
+fn the_marker_of_a_producer_without_data_is_kept_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut l = Leader::new(&tmp.path().join("t-0"));
+    l.data(PLAIN, &[("k", "1")]); // 0
+    let abort = l.end(3, ControlRecordType::Abort); // 1: no data of producer 3
+    l.log.roll(NOW).unwrap();
+    let only_markers = |pid: i64| {
+        (pid == 3).then_some(LastRecord {
+            last_data_offset: None,
+            producer_epoch: 0,
+        })
+    };
+    let lso = Some(l.log.log_end_offset());
+    let horizon = NOW + l.log.config().delete_retention_ms;
+    let mut c = LogCleaner::new(CleanerConfig::default());
+    c.clean_now(&mut l.log, &only_markers, NOW, lso).unwrap();
+    assert_eq!(control_offsets(&l.log), [abort], "horizon set");
+    c.clean_now(&mut l.log, &only_markers, horizon, lso)
+        .unwrap();
+    let kept: Vec<BatchHeader> = batches_with_headers(&l.log);
+    assert_eq!(kept.len(), 2);
+    assert!(kept[1].is_control() && kept[1].records_count == 0);
+    assert_eq!(kept[1].base_offset, abort);
+    // Once the producer is gone, so is the empty marker.
+    l.data(PLAIN, &[("z", "1")]);
+    l.log.roll(NOW).unwrap();
+    let lso = Some(l.log.log_end_offset());
+    c.clean_now(&mut l.log, &no_producers, horizon, lso)
+        .unwrap();
+    assert!(batches_with_headers(&l.log).iter().all(|h| !h.is_control()));
+}
+
+/// Given the last stable offset, the cleaner knows every transaction below
+/// it is decided: one decided in the active segment does not hold the pass
+/// (without it, `a_transaction_decided_in_the_active_segment_waits_for_the_roll`),
+/// and one still open bounds it.
+#[test]
+fn the_last_stable_offset_bounds_the_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut l = Leader::new(&tmp.path().join("t-0"));
+    l.data(PLAIN, &[("k", "1")]); // 0
+    l.data(Some(1), &[("k", "2")]); // 1
+    l.data(PLAIN, &[("j", "1")]); // 2
+    l.log.roll(NOW).unwrap();
+    l.data(PLAIN, &[("j", "2")]); // 3
+                                  // Open: the LSO is its first offset, and the pass stops there.
+    let mut c = LogCleaner::new(CleanerConfig::default());
+    c.clean_now(&mut l.log, &no_producers, NOW, Some(1))
+        .unwrap();
+    assert_eq!(l.log.cleaner_checkpoint(), 1);
+    assert_eq!(records(&l.log).len(), 4);
+    // Decided in the active segment: the whole first segment is cleaned.
+    l.end(1, ControlRecordType::Commit); // 4
+    let lso = Some(l.log.log_end_offset());
+    c.clean_now(&mut l.log, &no_producers, NOW, lso).unwrap();
+    assert_eq!(l.log.cleaner_checkpoint(), 3);
+    assert_eq!(
+        records(&l.log),
+        [rec(1, "k=2"), rec(2, "j=1"), rec(3, "j=2")]
+    );
+}
+
+fn batches_with_headers(log: &Log) -> Vec<BatchHeader> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let info = log.read(next, 1 << 20, i64::MAX, true).unwrap();
+        let Some(slice) = info.slice else { break };
+        let bytes = read_slice_bytes(&slice).unwrap();
+        for b in BatchIter::new(&bytes) {
+            let (_, h, _) = b.unwrap();
+            next = h.last_offset() + 1;
+            out.push(h);
+        }
+    }
+    out
 }

@@ -111,8 +111,9 @@ impl Log {
 
     /// Calls `f` for every batch whose last offset is >= `from_offset`, in
     /// order (used to rebuild producer state after open), with the marker
-    /// of a control batch. A control batch whose marker cannot be read
-    /// (empty, compressed, malformed) is logged and given None.
+    /// of a control batch. A control batch emptied by the cleaner is given
+    /// None; one whose marker cannot be read (compressed, malformed) is
+    /// logged and given None.
     pub fn for_each_batch_from(
         &self,
         from_offset: i64,
@@ -186,6 +187,9 @@ fn read_marker(
     header: &BatchHeader,
     buf: &mut Vec<u8>,
 ) -> io::Result<Option<EndTxnMarker>> {
+    if header.records_count == 0 {
+        return Ok(None); // emptied by the cleaner: its transaction is gone
+    }
     let size = header.total_size();
     if size > MAX_MARKER_BATCH_BYTES {
         log::warn!(

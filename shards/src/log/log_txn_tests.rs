@@ -264,7 +264,7 @@ fn cleaning_keeps_the_merged_segments_aborts() {
     l.log.set_config(compacted());
     let mut cleaner = LogCleaner::new(CleanerConfig::default());
     cleaner
-        .clean_now(&mut l.log, &|_| None, NOW)
+        .clean_now(&mut l.log, &|_| None, NOW, None)
         .unwrap()
         .expect("cleaned");
     assert_eq!(l.log.segment_base_offsets(), [0, 9]);

@@ -91,7 +91,7 @@ fn cleaned_leader(dir: &std::path::Path) -> Partitions {
         .unwrap();
     let before = batch_offsets(p).len();
     let stats = LogCleaner::new(CleanerConfig::default())
-        .clean_now(&mut p.log, &|_| None, NOW_MS)
+        .clean_now(&mut p.log, &|_| None, NOW_MS, None)
         .unwrap()
         .expect("a cleaning pass");
     assert!(stats.records_retained < stats.records_read);
@@ -210,7 +210,7 @@ fn a_follower_replicates_a_cleaned_leader_and_stays_in_sync() {
     // The follower's own cleaner (Kafka's followers clean their copy) and
     // a reopen keep it readable and fetching.
     let cleaned = LogCleaner::new(CleanerConfig::default())
-        .clean_now(&mut f.log, &|_| None, NOW_MS)
+        .clean_now(&mut f.log, &|_| None, NOW_MS, None)
         .unwrap();
     let kept = batch_offsets(&f);
     close_and_wait(f);

@@ -199,6 +199,11 @@ impl Partition {
                 self.producer_state.update(&h, now_ms);
                 continue;
             }
+            if h.records_count == 0 {
+                // Emptied by the leader's cleaner: its transaction is gone.
+                self.producer_state.replay(&h, None);
+                continue;
+            }
             match parse_end_txn_marker(batch) {
                 // As Kafka's REPLICATION origin: no checks.
                 Ok(marker) => {

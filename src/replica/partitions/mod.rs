@@ -11,7 +11,7 @@ use kshard_shards::log::checkpoint::{
     partition_dir_name, OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
-use kshard_shards::log::cleaner::{CleanerConfig, LogCleaner, Step};
+use kshard_shards::log::cleaner::{CleanerConfig, LastRecord, LogCleaner, Step};
 use kshard_shards::log::config::IoMode;
 use kshard_shards::log::validate::Validator;
 use kshard_shards::log::RollSyncJob;
@@ -792,7 +792,10 @@ impl Partitions {
                 .topics
                 .values()
                 .flat_map(|parts| parts.values())
-                .filter_map(|p| Some((self.cleaner.cleaning_priority(&p.log, now_ms)?, p)))
+                .filter_map(|p| {
+                    let lso = Some(p.last_stable_offset());
+                    Some((self.cleaner.cleaning_priority(&p.log, now_ms, lso)?, p))
+                })
                 .max_by(|a, b| a.0.total_cmp(&b.0))
                 .map(|(_, p)| (p.topic.clone(), p.partition));
             let Some((topic, partition)) = filthiest else {
@@ -803,7 +806,8 @@ impl Partitions {
                 return Step::WaitingOffShard;
             }
             let p = &self.topics[&topic][&partition];
-            self.cleaner.start(&p.log, now_ms);
+            self.cleaner
+                .start(&p.log, now_ms, Some(p.last_stable_offset()));
             self.cleaning = Some((topic, partition));
         }
         let dir = self.cleaner.in_progress().map(|d| d.to_path_buf());
@@ -818,9 +822,13 @@ impl Partitions {
             return Step::Idle;
         };
         let producers = &p.producer_state;
-        let last_data_offset_of =
-            |pid: i64| producers.last_entry(pid).map(|e| e.last_data_offset());
-        let step = self.cleaner.step(&mut p.log, &last_data_offset_of, now_ms);
+        let last_record_of = |pid: i64| {
+            producers.last_entry(pid).map(|e| LastRecord {
+                last_data_offset: Some(e.last_data_offset()).filter(|&o| o >= 0),
+                producer_epoch: e.producer_epoch,
+            })
+        };
+        let step = self.cleaner.step(&mut p.log, &last_record_of, now_ms);
         match &step {
             Ok(Step::Done(s)) => log::info!(
                 "cleaned {}-{}: offsets {}..{}, {} of {} records kept, {} -> {} bytes, {} groups",
