@@ -16,8 +16,9 @@ use crate::protocol::{decode_body, errors, Request};
 /// Before v2, PRODUCER_FENCED is sent as INVALID_PRODUCER_EPOCH.
 const PRODUCER_FENCED_VERSION: i16 = 2;
 
-pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
-    let r: AddOffsetsToTxnRequest = decode_body(req)?;
+/// The group's `__consumer_offsets` partition, which a transaction
+/// committing its offsets must include.
+pub(super) fn offsets_partition_of(ctx: &KafkaApis, group_id: &str) -> TopicPartition {
     let offsets_partitions = ctx
         .metadata
         .image()
@@ -26,16 +27,22 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             t.partitions.len() as i32
         })
         .max(1);
-    let partition = TopicPartition {
+    TopicPartition {
         topic: OFFSETS_TOPIC.to_string(),
-        partition: partition_for(&r.group_id.0, offsets_partitions),
-    };
+        partition: partition_for(group_id, offsets_partitions),
+    }
+}
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+    let r: AddOffsetsToTxnRequest = decode_body(req)?;
+    let partition = offsets_partition_of(ctx, &r.group_id.0);
     let mut e = txn_coordinator(ctx)?
         .handle_add_partitions(
             &r.transactional_id.0,
             r.producer_id.0,
             r.producer_epoch,
             BTreeSet::from([partition]),
+            0,
         )
         .await;
     if e == errors::PRODUCER_FENCED && req.api_version < PRODUCER_FENCED_VERSION {

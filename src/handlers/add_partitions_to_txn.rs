@@ -3,7 +3,8 @@
 //! handleAddPartitionToTxnRequest: if any partition is unknown, it gets
 //! UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED, and
 //! nothing is added). v4+ are the brokers' (KIP-890): several
-//! transactions, each added or, with `verify_only`, checked.
+//! transactions, each checked (`verify_only`, part 1) or added for a
+//! Produce or TxnOffsetCommit of transaction version 2 (part 2).
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -16,7 +17,9 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, txn_coordinator, HandlerResult};
-use crate::coordinator::transaction::transaction_metadata::TopicPartition;
+use crate::coordinator::transaction::transaction_metadata::{
+    TopicPartition, TRANSACTION_VERSION_2,
+};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
@@ -64,6 +67,7 @@ async fn add_or_verify(
     producer_epoch: i16,
     partitions: Vec<TopicPartition>,
     verify_only: bool,
+    client_transaction_version: i16,
 ) -> Result<Vec<(TopicPartition, ErrorCode)>, String> {
     let coordinator = txn_coordinator(ctx)?;
     if verify_only {
@@ -96,7 +100,13 @@ async fn add_or_verify(
     }
     let set: BTreeSet<TopicPartition> = partitions.iter().cloned().collect();
     let e = coordinator
-        .handle_add_partitions(transactional_id, producer_id, producer_epoch, set)
+        .handle_add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            set,
+            client_transaction_version,
+        )
         .await;
     Ok(partitions.into_iter().map(|tp| (tp, e)).collect())
 }
@@ -111,6 +121,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             r.v3_and_below_producer_epoch,
             partitions_of(&r.v3_and_below_topics),
             false,
+            0,
         )
         .await?;
         if req.api_version < PRODUCER_FENCED_VERSION {
@@ -133,6 +144,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             t.producer_epoch,
             partitions_of(&t.topics),
             t.verify_only,
+            TRANSACTION_VERSION_2,
         )
         .await?;
         by_transaction.push(

@@ -1,12 +1,17 @@
-//! ApiVersions (API 18): the exact table of implemented APIs.
+//! ApiVersions (API 18): the exact table of implemented APIs, and from v3
+//! the `transaction.version` feature, finalized at level 2.
 
 use std::rc::Rc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::ApiVersionsResponse;
+use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
+use crate::coordinator::transaction::transaction_metadata::TRANSACTION_VERSION_2;
 use crate::handlers::KafkaApis;
 use crate::protocol::{errors, Request, SUPPORTED_APIS};
 
@@ -53,10 +58,42 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         apis.extend(inter_broker_list());
         apis.sort_by_key(|a| a.api_key);
     }
-    let body = ApiVersionsResponse::default()
+    let mut body = ApiVersionsResponse::default()
         .with_error_code(errors::NONE.code())
         .with_api_keys(apis);
+    if req.api_version >= FEATURES_VERSION {
+        body = with_features(body, req.api_version);
+    }
     respond(req, &body)
+}
+
+/// From v3 the response lists features (KIP-584), in tagged fields.
+const FEATURES_VERSION: i16 = 3;
+/// Below v4 a supported feature's minimum must not be 0 (KAFKA-17492), so
+/// Kafka lists none of those.
+const FEATURE_MIN_ZERO_VERSION: i16 = 4;
+/// Kafka's feature for the transaction protocol (KIP-890): level 2 has the
+/// epoch bumped at every transaction end, partitions added by their
+/// leaders. The level never changes, so its epoch is 0.
+const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
+const FINALIZED_FEATURES_EPOCH: i64 = 0;
+
+fn with_features(body: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {
+    let name = || StrBytes::from_static_str(TRANSACTION_VERSION_FEATURE);
+    let supported = if version >= FEATURE_MIN_ZERO_VERSION {
+        vec![SupportedFeatureKey::default()
+            .with_name(name())
+            .with_min_version(0)
+            .with_max_version(TRANSACTION_VERSION_2)]
+    } else {
+        Vec::new()
+    };
+    body.with_supported_features(supported)
+        .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
+        .with_finalized_features(vec![FinalizedFeatureKey::default()
+            .with_name(name())
+            .with_max_version_level(TRANSACTION_VERSION_2)
+            .with_min_version_level(TRANSACTION_VERSION_2)])
 }
 
 /// The answer to an ApiVersions request of a version we do not speak: a v0

@@ -36,7 +36,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
-mod txn_verification;
+pub mod txn_verification;
 pub mod write_txn_markers;
 pub mod zk_offsets;
 

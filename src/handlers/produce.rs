@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{legacy_format, respond, HandlerResult};
 use crate::coordinator::transaction::TRANSACTION_STATE_TOPIC;
 use crate::coordinator::OFFSETS_TOPIC;
-use crate::handlers::txn_verification::verify_transactional_parts;
+use crate::handlers::txn_verification::{produce_needs_coordinator, verify_transactional_parts};
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors::ErrorCode;
@@ -61,8 +61,15 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let timeout_ms = request.timeout_ms.max(0) as u64;
     let (mut results, mut by_shard) = group_by_shard(ctx, req.api_version, &request);
     if let Some(txn_id) = &request.transactional_id {
-        if ctx.config.transaction_partition_verification_enable {
-            verify_transactional_parts(ctx, &txn_id.0, &mut results, &mut by_shard).await;
+        if produce_needs_coordinator(ctx, req.api_version) {
+            verify_transactional_parts(
+                ctx,
+                &txn_id.0,
+                req.api_version,
+                &mut results,
+                &mut by_shard,
+            )
+            .await;
         }
     }
     by_shard

@@ -1,7 +1,10 @@
-//! TxnOffsetCommit (API 28, v0-4), run by the group coordinator: a
+//! TxnOffsetCommit (API 28, v0-5), run by the group coordinator: a
 //! transactional producer's offsets for a group, written in its
 //! transaction and committed or dropped with it. Partitions of unknown
-//! topics get UNKNOWN_TOPIC_OR_PARTITION (Kafka's KafkaApis).
+//! topics get UNKNOWN_TOPIC_OR_PARTITION (Kafka's KafkaApis). v5 is
+//! transaction version 2: the client sent no AddOffsetsToTxn, so the
+//! group's `__consumer_offsets` partition is added to the transaction
+//! first.
 
 use std::rc::Rc;
 
@@ -12,13 +15,43 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::{group_stored, respond, HandlerResult};
 use crate::coordinator::offsets::CommitPart;
+use crate::coordinator::transaction::transaction_coordinator::ProducerIdAndEpoch;
 use crate::coordinator::txn_offsets::TxnOffsetCommit;
+use crate::handlers::add_offsets_to_txn::offsets_partition_of;
+use crate::handlers::txn_verification::ask_coordinator;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 
 /// Before v2, COORDINATOR_LOAD_IN_PROGRESS is sent as COORDINATOR_NOT_AVAILABLE.
 const LOAD_IN_PROGRESS_VERSION: i16 = 2;
+/// From v5 the offsets partition is added to the transaction here.
+const ADDS_PARTITION_VERSION: i16 = 5;
+
+/// Adds the group's `__consumer_offsets` partition to the transaction
+/// (transaction version 2), as Kafka's group coordinator asks its
+/// transaction coordinator, mapping the errors as Kafka's
+/// `CoordinatorOperationExceptionHelper`.
+async fn add_offsets_partition(ctx: &Rc<KafkaApis>, r: &TxnOffsetCommitRequest) -> ErrorCode {
+    let tp = offsets_partition_of(ctx, &r.group_id.0);
+    let producer = ProducerIdAndEpoch {
+        producer_id: r.producer_id.0,
+        epoch: r.producer_epoch,
+    };
+    let parts = vec![(tp.topic, tp.partition)];
+    let codes = ask_coordinator(ctx, &r.transactional_id.0, producer, parts, true).await;
+    match codes
+        .first()
+        .copied()
+        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+    {
+        errors::NOT_ENOUGH_REPLICAS | errors::REQUEST_TIMED_OUT => {
+            errors::COORDINATOR_NOT_AVAILABLE
+        }
+        errors::PRODUCER_FENCED => errors::INVALID_PRODUCER_EPOCH,
+        e => e,
+    }
+}
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: TxnOffsetCommitRequest = decode_body(req)?;
@@ -57,7 +90,12 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         instance_id: r.group_instance_id.as_deref(),
         parts: &parts,
     };
-    let outcome = if parts.is_empty() {
+    let added = if req.api_version >= ADDS_PARTITION_VERSION && !parts.is_empty() {
+        add_offsets_partition(ctx, &r).await
+    } else {
+        errors::NONE
+    };
+    let outcome = if parts.is_empty() || !added.is_none() {
         None
     } else {
         Some(ctx.with_coordinator(|c, log, now| c.txn_commit_offsets(log, &commit, now))?)
@@ -92,6 +130,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .iter()
                 .map(|p| {
                     let e = match slots.next().expect("a slot per partition") {
+                        Ok(_) if !added.is_none() => added,
                         Ok(i) => results[i],
                         Err(e) => e,
                     };

@@ -8,6 +8,12 @@
 //! the append then needs the guard still current. So a late, retried batch
 //! of a transaction that ended cannot open one the coordinator never saw
 //! (a "hanging" transaction that would hold the LSO forever).
+//!
+//! Under transaction version 2 (Produce v12, KIP-890 part 2) the client no
+//! longer sends AddPartitionsToTxn: the leader asks the coordinator to add
+//! the partitions (verify_only false, whatever the verification setting),
+//! retrying briefly while the previous transaction's markers are being
+//! written (CONCURRENT_TRANSACTIONS), as Kafka's AddPartitionsToTxnManager.
 
 use std::rc::Rc;
 
@@ -24,6 +30,7 @@ use kshard_shards::log::batch::BatchIter;
 
 use crate::controller::broker_client::round_trip;
 use crate::coordinator::partition_for;
+use crate::coordinator::transaction::transaction_coordinator::ProducerIdAndEpoch;
 use crate::coordinator::transaction::TRANSACTION_STATE_TOPIC;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors;
@@ -31,21 +38,37 @@ use crate::protocol::errors::ErrorCode;
 use crate::replica::{ProducePart, ProducePartResult, TxnVerification, TxnVerifyPart};
 use crate::router::{ShardGroups, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
-/// The verify-only version brokers send (KIP-890).
+/// The version brokers send (KIP-890).
 const VERIFY_VERSION: i16 = 4;
+/// Produce v12 is transaction version 2: its partitions are added.
+pub const PRODUCE_ADDS_PARTITIONS_VERSION: i16 = 12;
+/// Kafka's `add.partitions.to.txn.retry.backoff.ms` and its bound.
+const ADD_RETRY_BACKOFF_MS: u64 = 20;
+const ADD_RETRY_MAX_MS: u64 = 100;
 
-/// Kafka 3.9's mapping of a verification failure for the producer: errors
-/// an older client would not retry become NOT_ENOUGH_REPLICAS, which it
-/// retries without refreshing metadata.
-fn produce_error(code: ErrorCode) -> ErrorCode {
+/// Kafka's mapping of a verification failure for the producer: errors an
+/// older client would not retry become NOT_ENOUGH_REPLICAS, which it
+/// retries without refreshing metadata; a version-2 client retries
+/// CONCURRENT_TRANSACTIONS itself. The coordinator's fencing is the
+/// epoch error a Produce carries.
+fn produce_error(code: ErrorCode, adds: bool) -> ErrorCode {
     match code {
+        errors::CONCURRENT_TRANSACTIONS if adds => code,
         errors::CONCURRENT_TRANSACTIONS
         | errors::COORDINATOR_LOAD_IN_PROGRESS
         | errors::COORDINATOR_NOT_AVAILABLE
         | errors::NOT_COORDINATOR
         | errors::REQUEST_TIMED_OUT => errors::NOT_ENOUGH_REPLICAS,
+        errors::PRODUCER_FENCED => errors::INVALID_PRODUCER_EPOCH,
         other => other,
     }
+}
+
+/// Whether a transactional Produce of `version` goes through the
+/// coordinator before its append.
+pub fn produce_needs_coordinator(ctx: &KafkaApis, version: i16) -> bool {
+    ctx.config.transaction_partition_verification_enable
+        || version >= PRODUCE_ADDS_PARTITIONS_VERSION
 }
 
 /// Verifies the transactional parts of a Produce request: each such part
@@ -54,9 +77,11 @@ fn produce_error(code: ErrorCode) -> ErrorCode {
 pub async fn verify_transactional_parts(
     ctx: &Rc<KafkaApis>,
     transactional_id: &str,
+    produce_version: i16,
     results: &mut [Option<ProducePartResult>],
     groups: &mut ShardGroups<ProducePart>,
 ) {
+    let adds = produce_version >= PRODUCE_ADDS_PARTITIONS_VERSION;
     let mut wanted = ShardGroups::new(ctx.nr_shards);
     let mut producer = None;
     groups.retain_mut(|shard, idx, part| {
@@ -70,6 +95,8 @@ pub async fn verify_transactional_parts(
                 topic: part.topic.clone(),
                 partition: part.partition,
                 producer_id: h.producer_id,
+                producer_epoch: h.producer_epoch,
+                supports_epoch_bump: adds,
             };
             wanted.push(shard, idx, p);
         }
@@ -103,7 +130,15 @@ pub async fn verify_transactional_parts(
     let codes = if parts.is_empty() {
         Vec::new()
     } else {
-        ask_coordinator(ctx, transactional_id, producer_id, producer_epoch, parts).await
+        let producer = ProducerIdAndEpoch {
+            producer_id,
+            epoch: producer_epoch,
+        };
+        if adds {
+            add_with_retries(ctx, transactional_id, producer, parts).await
+        } else {
+            ask_coordinator(ctx, transactional_id, producer, parts, false).await
+        }
     };
     let mut verdicts: Vec<ErrorCode> = vec![errors::NONE; results.len()];
     for ((idx, _), code) in asked.iter().zip(codes) {
@@ -120,20 +155,49 @@ pub async fn verify_transactional_parts(
             true
         }
         Some(Ok(_)) => {
-            results[idx] = Some(ProducePartResult::failed(produce_error(verdicts[idx])));
+            results[idx] = Some(ProducePartResult::failed(produce_error(
+                verdicts[idx],
+                adds,
+            )));
             false
         }
     });
 }
 
-/// AddPartitionsToTxn verify_only to the id's coordinator: an error per part.
-async fn ask_coordinator(
+/// Adds the parts to the transaction, asking again every 20 ms for up to
+/// 100 ms while the coordinator answers CONCURRENT_TRANSACTIONS (the
+/// previous transaction's markers are being written).
+pub async fn add_with_retries(
     ctx: &Rc<KafkaApis>,
     transactional_id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    producer: ProducerIdAndEpoch,
     parts: Vec<(String, i32)>,
 ) -> Vec<ErrorCode> {
+    let max_ms = ADD_RETRY_MAX_MS.min(ctx.config.request_timeout_ms.max(0) as u64);
+    let start = std::time::Instant::now();
+    loop {
+        let codes = ask_coordinator(ctx, transactional_id, producer, parts.clone(), true).await;
+        let concurrent = codes.contains(&errors::CONCURRENT_TRANSACTIONS);
+        if !concurrent || start.elapsed().as_millis() as u64 + ADD_RETRY_BACKOFF_MS > max_ms {
+            return codes;
+        }
+        glommio::timer::sleep(std::time::Duration::from_millis(ADD_RETRY_BACKOFF_MS)).await;
+    }
+}
+
+/// AddPartitionsToTxn to the id's coordinator, verify_only unless `add`:
+/// an error per part.
+pub async fn ask_coordinator(
+    ctx: &Rc<KafkaApis>,
+    transactional_id: &str,
+    producer: ProducerIdAndEpoch,
+    parts: Vec<(String, i32)>,
+    add: bool,
+) -> Vec<ErrorCode> {
+    let ProducerIdAndEpoch {
+        producer_id,
+        epoch: producer_epoch,
+    } = producer;
     let image = ctx.metadata.image();
     let leader = image.topic(TRANSACTION_STATE_TOPIC).and_then(|t| {
         let p = partition_for(transactional_id, t.partitions.len().max(1) as i32);
@@ -150,6 +214,7 @@ async fn ask_coordinator(
                 producer_id,
                 producer_epoch,
                 parts,
+                add,
             };
             match ctx.router.run_on(CONTROLLER_SHARD, req).await {
                 Ok(ShardResponse::PartitionErrors(codes)) if codes.len() == n => codes,
@@ -158,7 +223,8 @@ async fn ask_coordinator(
         }
         Some(l) if l >= 0 => match image.brokers.iter().find(|b| b.id == l) {
             Some(b) => {
-                let request = verify_request(transactional_id, producer_id, producer_epoch, &parts);
+                let request =
+                    verify_request(transactional_id, producer_id, producer_epoch, &parts, add);
                 let timeout_ms = ctx.config.request_timeout_ms.max(1) as u64;
                 let answer = round_trip(
                     &b.host,
@@ -193,6 +259,7 @@ fn verify_request(
     producer_id: i64,
     producer_epoch: i16,
     parts: &[(String, i32)],
+    add: bool,
 ) -> AddPartitionsToTxnRequest {
     let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
     for (topic, partition) in parts {
@@ -212,7 +279,7 @@ fn verify_request(
             )))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(producer_epoch)
-            .with_verify_only(true)
+            .with_verify_only(!add)
             .with_topics(topics),
     ])
 }

@@ -41,10 +41,12 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiRange {
 }
 
 /// Exactly the APIs implemented, nothing more (an API that is not here is
-/// not offered), with Apache Kafka 3.9's ZooKeeper-mode ranges. Versions the
-/// `kafka-protocol` crate no longer decodes are served by `legacy`.
+/// not offered), with Apache Kafka 3.9's ZooKeeper-mode ranges, but for the
+/// versions of transaction version 2 (Kafka 4.0: Produce v12, EndTxn v5,
+/// TxnOffsetCommit v5). Versions the `kafka-protocol` crate no longer
+/// decodes are served by `legacy`.
 pub const SUPPORTED_APIS: &[ApiRange] = &[
-    api(ApiKey::Produce, 0, 11),
+    api(ApiKey::Produce, 0, 12),
     api(ApiKey::Fetch, 0, 17),
     api(ApiKey::ListOffsets, 0, 9),
     api(ApiKey::Metadata, 0, 12),
@@ -71,9 +73,9 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
-    api(ApiKey::EndTxn, 0, 4),
+    api(ApiKey::EndTxn, 0, 5),
     api(ApiKey::WriteTxnMarkers, 0, 1),
-    api(ApiKey::TxnOffsetCommit, 0, 4),
+    api(ApiKey::TxnOffsetCommit, 0, 5),
     api(ApiKey::DescribeProducers, 0, 0),
     api(ApiKey::DescribeTransactions, 0, 0),
     api(ApiKey::ListTransactions, 0, 1),

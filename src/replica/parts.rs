@@ -46,6 +46,11 @@ pub struct TxnVerifyPart {
     pub topic: String,
     pub partition: i32,
     pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// Transaction version 2: the coordinator adds the partition and
+    /// bumps the epoch at the transaction's end (Kafka's
+    /// `supportsEpochBump`).
+    pub supports_epoch_bump: bool,
 }
 
 #[derive(Clone, Debug)]

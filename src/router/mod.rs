@@ -95,11 +95,14 @@ pub enum ShardRequest {
     /// KIP-890, on the controller shard: whether each (topic, partition)
     /// is in the producer's ongoing transaction (AddPartitionsToTxn
     /// verify_only, answered by this broker's transaction coordinator).
+    /// With `add` (transaction version 2), adds them instead
+    /// (AddPartitionsToTxn v4+ without verify_only).
     VerifyTxnPartitions {
         transactional_id: String,
         producer_id: i64,
         producer_epoch: i16,
         parts: Vec<(String, i32)>,
+        add: bool,
     },
     /// DescribeProducers for partitions this shard owns: (topic, partition).
     DescribeProducers {

@@ -20,6 +20,7 @@ use kshard_shards::log::FileSlice;
 
 use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
+use crate::handlers::txn_verification::produce_needs_coordinator;
 use crate::handlers::KafkaApis;
 use crate::protocol::{parse_request, Chunk, FrameError, Request, Response};
 use crate::server::request_memory::{Charge, RequestMemoryPool};
@@ -227,7 +228,7 @@ type InFlight = glommio::Task<handlers::HandlerResult>;
 /// a later request of the producer must not overtake them.
 fn verifies_transaction(ctx: &KafkaApis, req: &Request) -> bool {
     const FLEXIBLE_VERSION: i16 = 9;
-    if !ctx.config.transaction_partition_verification_enable || req.api_version < 3 {
+    if !produce_needs_coordinator(ctx, req.api_version) || req.api_version < 3 {
         return false;
     }
     let b = &req.body;

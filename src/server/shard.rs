@@ -14,7 +14,9 @@ use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
 use crate::config::BrokerConfig;
 use crate::coordinator::runtime::{CoordinatorHandOver, CoordinatorRuntime};
-use crate::coordinator::transaction::transaction_metadata::TopicPartition;
+use crate::coordinator::transaction::transaction_metadata::{
+    TopicPartition, TRANSACTION_VERSION_2,
+};
 use crate::coordinator::transaction::{TransactionCoordinator, TxnConfig, TRANSACTION_STATE_TOPIC};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::{self, KafkaApis};
@@ -189,18 +191,36 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             producer_id,
             producer_epoch,
             parts,
+            add,
         } => {
             let parts: Vec<TopicPartition> = parts
                 .into_iter()
                 .map(|(topic, partition)| TopicPartition { topic, partition })
                 .collect();
-            let codes = match &apis.txn_coordinator {
-                Some(c) => {
-                    c.verify_partitions(&transactional_id, producer_id, producer_epoch, &parts)
-                }
-                None => vec![errors::NOT_COORDINATOR; parts.len()],
+            let Some(c) = apis.txn_coordinator.clone() else {
+                return ready(ShardResponse::PartitionErrors(vec![
+                    errors::NOT_COORDINATOR;
+                    parts.len()
+                ]));
             };
-            ready(ShardResponse::PartitionErrors(codes))
+            if !add {
+                let codes =
+                    c.verify_partitions(&transactional_id, producer_id, producer_epoch, &parts);
+                return ready(ShardResponse::PartitionErrors(codes));
+            }
+            Box::pin(async move {
+                let n = parts.len();
+                let e = c
+                    .handle_add_partitions(
+                        &transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        parts.into_iter().collect(),
+                        TRANSACTION_VERSION_2,
+                    )
+                    .await;
+                ShardResponse::PartitionErrors(vec![e; n])
+            })
         }
         ShardRequest::DescribeProducers { parts } => {
             ready(ShardResponse::Producers(rm.active_producers(&parts)))

@@ -281,6 +281,16 @@ def test_java_consume_transform_produce_with_aborts_and_fencing(tbroker, version
     assert sorted(r["read_committed"]) == sorted(f"x-in{i}" for i in range(count))
     assert len(r["read_uncommitted"]) > count
     assert "zombie" in r["read_uncommitted"] and "zombie" not in r["read_committed"]
+    # A 4.x client runs transaction version 2 where the broker finalizes it
+    # (kshard, Kafka 4): every end bumps the epoch. Kafka 3.9 keeps version 1.
+    from conftest import KAFKA_VERSION, TARGET
+    from test_transactions_raw import txn_tool
+
+    rows = txn_tool(tbroker, "describe", "--transactional-id", "etl-" + src)
+    epoch = int(dict(zip(rows[0], rows[1]))["ProducerEpoch"])
+    v2 = not version.startswith("3.") and not (TARGET == "kafka" and KAFKA_VERSION.startswith("3."))
+    ends = r["aborted_txns"] + r["committed_txns"]
+    assert (epoch >= ends) if v2 else (epoch < ends), (version, epoch, r)
 
 
 def test_transactions_survive_kill9_and_restart(tbroker):

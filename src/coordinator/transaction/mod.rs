@@ -10,11 +10,14 @@
 //! - `transaction_state_manager`: the loaded ids per partition.
 //! - `transaction_coordinator`: InitProducerId, AddPartitionsToTxn,
 //!   EndTxn, timeouts, and the transaction-log writes.
+//! - `end_transaction_v2`: EndTxn under transaction version 2 (an epoch
+//!   bump at every end).
 //! - `marker_channel`: WriteTxnMarkers to the partition leaders.
 //! - `runtime`: topic creation, loading with leadership, the ticker.
 //! - `describe`: DescribeTransactions and ListTransactions.
 
 pub mod describe;
+mod end_transaction_v2;
 pub mod marker_channel;
 pub mod runtime;
 pub mod transaction_coordinator;

@@ -16,6 +16,7 @@ use kshard_shards::log::records::BatchBuilder;
 
 use super::transaction_metadata::{
     IllegalStateError, TopicPartition, TransactionMetadata, TransactionState, TxnTransitMetadata,
+    TRANSACTION_VERSION_2,
 };
 use super::transaction_state_manager::TransactionStateManager;
 use super::txn_log_codec::{encode_key, encode_value};
@@ -56,11 +57,42 @@ impl InitProducerIdResult {
     }
 }
 
+/// EndTxn's answer: under transaction version 2 the producer id and epoch
+/// the client continues with (-1 otherwise, and on an error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndTxnResult {
+    pub error: ErrorCode,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+impl EndTxnResult {
+    pub fn failed(error: ErrorCode) -> Self {
+        EndTxnResult {
+            error,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+        }
+    }
+}
+
 /// COMMIT or ABORT (Kafka's TransactionResult).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransactionResult {
     Commit,
     Abort,
+}
+
+/// Who ends a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndTxnOrigin {
+    /// EndTxn v0-4: the epoch must match and stays.
+    Client,
+    /// EndTxn v5 (transaction version 2): the epoch is bumped.
+    ClientVersion2,
+    /// The coordinator's abort after fencing the producer (InitProducerId
+    /// during a transaction, or its timeout): the fenced epoch goes out.
+    Coordinator,
 }
 
 pub struct TransactionCoordinator {
@@ -73,7 +105,7 @@ pub struct TransactionCoordinator {
 
 /// Kafka throws IllegalStateException where a transition is impossible; the
 /// request gets UNKNOWN_SERVER_ERROR, as Kafka's handler answers it.
-fn illegal_state(transactional_id: &str, e: &IllegalStateError) -> ErrorCode {
+pub(super) fn illegal_state(transactional_id: &str, e: &IllegalStateError) -> ErrorCode {
     log::error!("transactional id {transactional_id}: {}", e.0);
     e.error_code()
 }
@@ -112,7 +144,7 @@ impl TransactionCoordinator {
         self.state.borrow().partition_for(transactional_id)
     }
 
-    async fn generate_producer_id(&self) -> Result<i64, ErrorCode> {
+    pub(super) async fn generate_producer_id(&self) -> Result<i64, ErrorCode> {
         match self
             .router
             .run_on(CONTROLLER_SHARD, ShardRequest::AllocateProducerId)
@@ -184,9 +216,10 @@ impl TransactionCoordinator {
                     transit.producer_id,
                     transit.producer_epoch,
                     TransactionResult::Abort,
-                    false,
+                    EndTxnOrigin::Coordinator,
                 )
-                .await;
+                .await
+                .error;
             let e = if e.is_none() {
                 errors::CONCURRENT_TRANSACTIONS
             } else {
@@ -284,13 +317,15 @@ impl TransactionCoordinator {
     }
 
     /// Kafka's handleAddPartitionsToTransaction (also AddOffsetsToTxn's
-    /// `__consumer_offsets` partition).
+    /// `__consumer_offsets` partition, and under transaction version 2 a
+    /// leader adding a Produce's or TxnOffsetCommit's partition).
     pub async fn handle_add_partitions(
         self: &Rc<Self>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         partitions: BTreeSet<TopicPartition>,
+        client_transaction_version: i16,
     ) -> ErrorCode {
         if transactional_id.is_empty() {
             return errors::INVALID_REQUEST;
@@ -301,25 +336,31 @@ impl TransactionCoordinator {
                 Err(e) => Err(e),
                 Ok(None) => Err(errors::INVALID_PRODUCER_ID_MAPPING),
                 Ok(Some((coordinator_epoch, m))) => {
-                    if m.producer_id != producer_id {
+                    // A pending transition first: under version 2 the
+                    // client may already use the next producer id.
+                    if m.pending_state.is_some() {
+                        Err(errors::CONCURRENT_TRANSACTIONS)
+                    } else if m.producer_id != producer_id {
                         Err(errors::INVALID_PRODUCER_ID_MAPPING)
                     } else if m.producer_epoch != producer_epoch {
                         Err(errors::PRODUCER_FENCED)
-                    } else if m.pending_state.is_some()
-                        || matches!(
-                            m.state,
-                            TransactionState::PrepareCommit | TransactionState::PrepareAbort
-                        )
-                    {
+                    } else if matches!(
+                        m.state,
+                        TransactionState::PrepareCommit | TransactionState::PrepareAbort
+                    ) {
                         Err(errors::CONCURRENT_TRANSACTIONS)
                     } else if m.state == TransactionState::Ongoing
                         && partitions.is_subset(&m.topic_partitions)
                     {
                         Err(errors::NONE)
                     } else {
-                        m.prepare_add_partitions(&partitions, now_ms() as i64)
-                            .map(|t| (coordinator_epoch, t))
-                            .map_err(|e| illegal_state(transactional_id, &e))
+                        m.prepare_add_partitions(
+                            &partitions,
+                            now_ms() as i64,
+                            client_transaction_version,
+                        )
+                        .map(|t| (coordinator_epoch, t))
+                        .map_err(|e| illegal_state(transactional_id, &e))
                     }
                 }
             }
@@ -376,16 +417,29 @@ impl TransactionCoordinator {
             .collect()
     }
 
-    /// Kafka's handleEndTransaction.
+    /// Kafka's handleEndTransaction; `client_transaction_version` 2 (EndTxn
+    /// v5) bumps the epoch.
     pub async fn handle_end_transaction(
         self: &Rc<Self>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         result: TransactionResult,
-    ) -> ErrorCode {
-        self.end_transaction(transactional_id, producer_id, producer_epoch, result, true)
-            .await
+        client_transaction_version: i16,
+    ) -> EndTxnResult {
+        let origin = if client_transaction_version >= TRANSACTION_VERSION_2 {
+            EndTxnOrigin::ClientVersion2
+        } else {
+            EndTxnOrigin::Client
+        };
+        self.end_transaction(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            result,
+            origin,
+        )
+        .await
     }
 
     /// Kafka's endTransaction: writes PrepareCommit/PrepareAbort, answers,
@@ -396,21 +450,34 @@ impl TransactionCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         result: TransactionResult,
-        from_client: bool,
-    ) -> ErrorCode {
+        origin: EndTxnOrigin,
+    ) -> EndTxnResult {
         if transactional_id.is_empty() {
-            return errors::INVALID_REQUEST;
+            return EndTxnResult::failed(errors::INVALID_REQUEST);
         }
-        let prepared = self.prepare_end_transaction(
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            result,
-            from_client,
-        );
+        let prepared = match origin {
+            EndTxnOrigin::ClientVersion2 => {
+                self.prepare_end_transaction_v2(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    result,
+                )
+                .await
+            }
+            _ => self
+                .prepare_end_transaction(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    result,
+                    origin == EndTxnOrigin::Client,
+                )
+                .map_err(EndTxnResult::failed),
+        };
         let (coordinator_epoch, transit) = match prepared {
             Ok(p) => p,
-            Err(e) => return e,
+            Err(answer) => return answer,
         };
         let prepared_epoch = transit.producer_epoch;
         let e = self
@@ -420,7 +487,7 @@ impl TransactionCoordinator {
             log::info!(
                 "not sending markers for {transactional_id}'s {result:?}: writing the transaction log failed with error {e}"
             );
-            return e;
+            return EndTxnResult::failed(e);
         }
         // Kafka's sendTxnMarkersCallback: the Complete transition is
         // prepared now, so the id stays busy until the markers are written.
@@ -453,8 +520,13 @@ impl TransactionCoordinator {
             }
         };
         match complete {
-            Err(e) => e,
+            Err(e) => EndTxnResult::failed(e),
             Ok((metadata, complete)) => {
+                let answer = EndTxnResult {
+                    error: errors::NONE,
+                    producer_id: complete.producer_id,
+                    producer_epoch: complete.producer_epoch,
+                };
                 self.clone().send_markers_then_complete(
                     transactional_id.to_string(),
                     coordinator_epoch,
@@ -462,7 +534,7 @@ impl TransactionCoordinator {
                     metadata,
                     complete,
                 );
-                errors::NONE
+                answer
             }
         }
     }
@@ -568,9 +640,10 @@ impl TransactionCoordinator {
                     fence.producer_id,
                     fence.producer_epoch,
                     TransactionResult::Abort,
-                    false,
+                    EndTxnOrigin::Coordinator,
                 )
-                .await;
+                .await
+                .error;
             if !e.is_none() {
                 // Nothing was written: the fence is dropped (Kafka keeps
                 // hasFailedEpochFence; the next timeout check retries).

@@ -106,7 +106,14 @@ impl TransactionState {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            // From Empty or Complete*: an empty abort (transaction version 2).
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteAbort, CompleteCommit],
@@ -194,7 +201,14 @@ pub struct TxnTransitMetadata {
     pub topic_partitions: BTreeSet<TopicPartition>,
     pub txn_start_timestamp_ms: i64,
     pub txn_last_update_timestamp_ms: i64,
+    pub next_producer_id: i64,
+    pub client_transaction_version: i16,
 }
+
+/// Transaction version 2 (KIP-890 part 2, Kafka's `TransactionVersion.TV_2`):
+/// the epoch is bumped at every transaction end, partitions are added by
+/// their leaders.
+pub const TRANSACTION_VERSION_2: i16 = 2;
 
 impl TxnTransitMetadata {
     /// The record value Kafka's `TransactionLog.valueToBytes` writes (it
@@ -208,7 +222,15 @@ impl TxnTransitMetadata {
             topic_partitions: self.topic_partitions.clone(),
             txn_last_update_timestamp_ms: self.txn_last_update_timestamp_ms,
             txn_start_timestamp_ms: self.txn_start_timestamp_ms,
+            client_transaction_version: self.client_transaction_version,
         }
+    }
+
+    /// Whether this end of a transaction bumps the epoch (version 2).
+    fn bumps_epoch_of(&self, m: &TransactionMetadata) -> bool {
+        self.client_transaction_version >= TRANSACTION_VERSION_2
+            && self.producer_id == m.producer_id
+            && self.producer_epoch as i32 == m.producer_epoch as i32 + 1
     }
 }
 
@@ -236,6 +258,12 @@ pub struct TransactionMetadata {
     /// An epoch fence was prepared but its append failed: the bumped epoch
     /// was never returned, so the next fence does not bump again.
     pub has_failed_epoch_fence: bool,
+    /// Under transaction version 2, the producer id the client continues
+    /// with once this transaction's markers are written (its epoch ran
+    /// out); -1 otherwise. Not persisted, as in Kafka 4.0.
+    pub next_producer_id: i64,
+    /// The transaction version of the client's transaction (0 or 2).
+    pub client_transaction_version: i16,
 }
 
 impl TransactionMetadata {
@@ -260,6 +288,8 @@ impl TransactionMetadata {
             txn_last_update_timestamp_ms: now_ms,
             pending_state: None,
             has_failed_epoch_fence: false,
+            next_producer_id: NO_PRODUCER_ID,
+            client_transaction_version: 0,
         }
     }
 
@@ -278,6 +308,8 @@ impl TransactionMetadata {
             txn_last_update_timestamp_ms: v.txn_last_update_timestamp_ms,
             pending_state: None,
             has_failed_epoch_fence: false,
+            next_producer_id: NO_PRODUCER_ID,
+            client_transaction_version: v.client_transaction_version,
         }
     }
 
@@ -315,6 +347,8 @@ impl TransactionMetadata {
             topic_partitions: self.topic_partitions.clone(),
             txn_start_timestamp_ms: self.txn_start_timestamp_ms,
             txn_last_update_timestamp_ms: self.txn_last_update_timestamp_ms,
+            next_producer_id: self.next_producer_id,
+            client_transaction_version: self.client_transaction_version,
         }
     }
 
@@ -442,11 +476,14 @@ impl TransactionMetadata {
         })
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn: a new transaction starts now.
+    /// AddPartitionsToTxn / AddOffsetsToTxn (or, under transaction version
+    /// 2, a leader adding the partition of a Produce or TxnOffsetCommit): a
+    /// new transaction starts now.
     pub fn prepare_add_partitions(
         &mut self,
         added: &BTreeSet<TopicPartition>,
         update_timestamp_ms: i64,
+        client_transaction_version: i16,
     ) -> Result<TxnTransitMetadata, IllegalStateError> {
         let txn_start_timestamp_ms = match self.state {
             Empty | CompleteAbort | CompleteCommit => update_timestamp_ms,
@@ -458,6 +495,47 @@ impl TransactionMetadata {
             txn_state: Ongoing,
             topic_partitions,
             txn_start_timestamp_ms,
+            txn_last_update_timestamp_ms: update_timestamp_ms,
+            client_transaction_version,
+            ..self.prepare_no_transit()
+        })
+    }
+
+    /// EndTxn under transaction version 2 (KIP-890 part 2): the epoch is
+    /// bumped at every end, so a late request of this transaction carries
+    /// a stale epoch and is fenced. `next_producer_id`: the epoch ran out,
+    /// and the client continues with that id at epoch 0 once the markers
+    /// are written. From Empty or Complete*, an abort with no partition (an
+    /// empty abort) starts and ends a transaction now.
+    pub fn prepare_abort_or_commit_bumping_epoch(
+        &mut self,
+        new_state: TransactionState,
+        next_producer_id: Option<i64>,
+        update_timestamp_ms: i64,
+    ) -> Result<TxnTransitMetadata, IllegalStateError> {
+        if self.producer_epoch == i16::MAX {
+            return Err(IllegalStateError(
+                "Cannot bump the producer epoch past Short.MaxValue".into(),
+            ));
+        }
+        let empty_abort = matches!(self.state, Empty | CompleteCommit | CompleteAbort);
+        if empty_abort && new_state != PrepareAbort {
+            return Err(IllegalStateError(format!(
+                "Cannot go to {new_state} from {} without a transaction",
+                self.state
+            )));
+        }
+        self.prepare_transition_to(TxnTransitMetadata {
+            txn_state: new_state,
+            producer_epoch: self.producer_epoch + 1,
+            last_producer_epoch: self.producer_epoch,
+            next_producer_id: next_producer_id.unwrap_or(NO_PRODUCER_ID),
+            client_transaction_version: TRANSACTION_VERSION_2,
+            txn_start_timestamp_ms: if empty_abort {
+                update_timestamp_ms
+            } else {
+                self.txn_start_timestamp_ms
+            },
             txn_last_update_timestamp_ms: update_timestamp_ms,
             ..self.prepare_no_transit()
         })
@@ -489,8 +567,19 @@ impl TransactionMetadata {
         };
         // The PrepareAbort record of a fence was written: its epoch is safe.
         self.has_failed_epoch_fence = false;
+        // Under version 2 an exhausted epoch moves to the next producer id.
+        let rotate = self.client_transaction_version >= TRANSACTION_VERSION_2
+            && self.next_producer_id != NO_PRODUCER_ID;
+        let (producer_id, producer_epoch) = if rotate {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        };
         self.prepare_transition_to(TxnTransitMetadata {
             txn_state: new_state,
+            producer_id,
+            producer_epoch,
+            next_producer_id: NO_PRODUCER_ID,
             topic_partitions: BTreeSet::new(),
             txn_last_update_timestamp_ms: update_timestamp_ms,
             ..self.prepare_no_transit()
@@ -614,11 +703,25 @@ impl TransactionMetadata {
             }
             Ongoing => {
                 self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms;
+                self.client_transaction_version = transit.client_transaction_version;
                 self.add_partitions(&transit.topic_partitions);
+            }
+            PrepareAbort | PrepareCommit => {
+                // Version 2 bumped the epoch (unchanged otherwise).
+                self.producer_epoch = transit.producer_epoch;
+                self.last_producer_epoch = transit.last_producer_epoch;
+                self.next_producer_id = transit.next_producer_id;
+                self.client_transaction_version = transit.client_transaction_version;
+                self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms;
             }
             CompleteAbort | CompleteCommit => {
                 self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms;
                 self.topic_partitions.clear();
+                // Version 2 may have moved to the next producer id.
+                self.producer_id = transit.producer_id;
+                self.producer_epoch = transit.producer_epoch;
+                self.last_producer_id = transit.last_producer_id;
+                self.next_producer_id = NO_PRODUCER_ID;
             }
             _ => {}
         }
@@ -648,16 +751,23 @@ impl TransactionMetadata {
                     && self.topic_partitions.is_subset(&t.topic_partitions)
                     && self.txn_timeout_ms == t.txn_timeout_ms
             }
-            // From EndTxn.
+            // From EndTxn; under version 2 with the epoch bumped, and from
+            // Empty or Complete* for an empty abort.
             PrepareAbort | PrepareCommit => {
-                same_producer
+                let bumped = t.bumps_epoch_of(self);
+                let empty_abort = bumped && self.state != Ongoing;
+                (same_producer || bumped)
                     && self.topic_partitions == t.topic_partitions
                     && self.txn_timeout_ms == t.txn_timeout_ms
-                    && self.txn_start_timestamp_ms == t.txn_start_timestamp_ms
+                    && (empty_abort || self.txn_start_timestamp_ms == t.txn_start_timestamp_ms)
             }
-            // From the markers being written.
+            // From the markers being written (under version 2, possibly to
+            // the next producer id).
             CompleteAbort | CompleteCommit => {
-                same_producer
+                let rotated = self.next_producer_id != NO_PRODUCER_ID
+                    && t.producer_id == self.next_producer_id
+                    && t.producer_epoch == 0;
+                (same_producer || rotated)
                     && self.txn_timeout_ms == t.txn_timeout_ms
                     && t.txn_start_timestamp_ms != -1
             }

@@ -79,7 +79,17 @@ fn transition_validity_table() {
         (Empty, &[Empty, CompleteCommit, CompleteAbort]),
         (Ongoing, &[Ongoing, Empty, CompleteCommit, CompleteAbort]),
         (PrepareCommit, &[Ongoing]),
-        (PrepareAbort, &[Ongoing, PrepareEpochFence]),
+        // From Empty or Complete*: an empty abort of transaction version 2.
+        (
+            PrepareAbort,
+            &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
+        ),
         (CompleteCommit, &[PrepareCommit]),
         (CompleteAbort, &[PrepareAbort]),
         (Dead, &[Empty, CompleteAbort, CompleteCommit]),
@@ -116,7 +126,7 @@ fn prepare_refuses_while_pending_and_bad_ids() {
     assert!(m.prepare_producer_id_rotation(-1, 1, 1, false).is_err());
     // Epoch -1 is allowed only for Dead (a never-bumped metadata expiring).
     let mut m = TransactionMetadata::new("tx".into(), 7, 1000, 0);
-    assert!(m.prepare_add_partitions(&tps(&[("t", 0)]), 1).is_err());
+    assert!(m.prepare_add_partitions(&tps(&[("t", 0)]), 1, 0).is_err());
     assert_eq!(m.prepare_dead().unwrap().producer_epoch, -1);
 }
 
@@ -321,14 +331,14 @@ fn fence_at_max_epoch_and_after_a_failed_fence() {
 fn commit_cycle_and_start_timestamps() {
     let mut m = meta(Empty);
     let t = run(&mut m, |m| {
-        m.prepare_add_partitions(&tps(&[("a", 1)]), 2000)
+        m.prepare_add_partitions(&tps(&[("a", 1)]), 2000, 0)
     });
     assert_eq!(
         (t.txn_start_timestamp_ms, m.txn_start_timestamp_ms),
         (2000, 2000)
     );
     let t = run(&mut m, |m| {
-        m.prepare_add_partitions(&tps(&[("b", 0)]), 2500)
+        m.prepare_add_partitions(&tps(&[("b", 0)]), 2500, 0)
     });
     assert_eq!(t.txn_start_timestamp_ms, 2000);
     assert_eq!(m.topic_partitions, tps(&[("a", 1), ("b", 0)]));
@@ -344,7 +354,9 @@ fn commit_cycle_and_start_timestamps() {
     assert!(m.remove_partition(&tp("b", 0)).is_err());
 
     // The next transaction starts afresh.
-    let t = m.prepare_add_partitions(&tps(&[("c", 0)]), 5000).unwrap();
+    let t = m
+        .prepare_add_partitions(&tps(&[("c", 0)]), 5000, 0)
+        .unwrap();
     assert_eq!(t.txn_start_timestamp_ms, 5000);
     assert_eq!(t.topic_partitions, tps(&[("c", 0)]));
 }
@@ -383,7 +395,9 @@ fn complete_rejects_mismatches() {
 
     // Ongoing must not change the timeout or drop partitions.
     let mut m = meta(Ongoing);
-    let t = m.prepare_add_partitions(&tps(&[("u", 1)]), 2000).unwrap();
+    let t = m
+        .prepare_add_partitions(&tps(&[("u", 1)]), 2000, 0)
+        .unwrap();
     let shrunk = TxnTransitMetadata {
         topic_partitions: tps(&[("u", 1)]),
         ..t.clone()

@@ -42,7 +42,13 @@ pub struct TxnLogValue {
     pub txn_last_update_timestamp_ms: i64,
     /// -1: no transaction started.
     pub txn_start_timestamp_ms: i64,
+    /// The transaction version the client's transaction runs under (tagged
+    /// field 2 of v1; 0 in v0): 2 bumps the epoch at every end.
+    pub client_transaction_version: i16,
 }
+
+/// ClientTransactionVersion's tag in TransactionLogValue v1.
+const CLIENT_TRANSACTION_VERSION_TAG: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodecError(pub String);
@@ -117,9 +123,15 @@ pub fn encode_key(transactional_id: &str) -> Vec<u8> {
     w.out
 }
 
-/// Kafka's `TransactionLog.valueToBytes` with `transaction.version` 0: v0.
+/// Kafka's `TransactionLog.valueToBytes`: v0 for a transaction of version
+/// 0 (what Kafka 3.9 writes), v1 with its ClientTransactionVersion for any
+/// other (2, kshard's only other).
 pub fn encode_value(v: &TxnLogValue) -> Vec<u8> {
-    encode_value_version(v, TXN_LOG_VALUE_VERSION)
+    if v.client_transaction_version != 0 {
+        encode_value_flexible(v)
+    } else {
+        encode_value_version(v, TXN_LOG_VALUE_VERSION)
+    }
 }
 
 /// Kafka's `TransactionLog.valueToBytes` with `transaction.version` >= 1: v1.
@@ -162,7 +174,15 @@ fn encode_value_version(v: &TxnLogValue, version: i16) -> Vec<u8> {
         .extend_from_slice(&v.txn_last_update_timestamp_ms.to_be_bytes());
     w.out
         .extend_from_slice(&v.txn_start_timestamp_ms.to_be_bytes());
-    w.no_tagged_fields();
+    if w.flexible && v.client_transaction_version != 0 {
+        w.uvarint(1);
+        w.uvarint(CLIENT_TRANSACTION_VERSION_TAG);
+        w.uvarint(2);
+        w.out
+            .extend_from_slice(&v.client_transaction_version.to_be_bytes());
+    } else {
+        w.no_tagged_fields();
+    }
     w.out
 }
 
@@ -275,18 +295,24 @@ impl<'a> Reader<'a> {
         Ok(Some(n as usize))
     }
 
-    /// Skips a tagged-field section: 3.9's schemas define no tags, and the
-    /// later ones (PreviousProducerId, NextProducerId,
-    /// ClientTransactionVersion) belong to transaction version 2.
+    /// Skips a tagged-field section.
     fn skip_tagged_fields(&mut self) -> Result<(), CodecError> {
+        self.tagged_fields(|_, _| Ok(()))
+    }
+
+    /// Reads a tagged-field section, handing each field to `f(tag, bytes)`.
+    fn tagged_fields(
+        &mut self,
+        mut f: impl FnMut(u32, &[u8]) -> Result<(), CodecError>,
+    ) -> Result<(), CodecError> {
         if !self.flexible {
             return Ok(());
         }
         let count = self.uvarint()?;
         for _ in 0..count {
-            self.uvarint()?;
+            let tag = self.uvarint()?;
             let size = self.uvarint()? as usize;
-            self.take(size)?;
+            f(tag, self.take(size)?)?;
         }
         Ok(())
     }
@@ -334,7 +360,18 @@ pub fn decode_value(bytes: Option<&[u8]>) -> Result<Option<TxnLogValue>, CodecEr
     let partitions = read_partitions(&mut r)?;
     let txn_last_update_timestamp_ms = r.i64()?;
     let txn_start_timestamp_ms = r.i64()?;
-    r.skip_tagged_fields()?;
+    // PreviousProducerId (0) and NextProducerId (1) are never written by
+    // Kafka 4.0-4.1 and not needed after a load.
+    let mut client_transaction_version = 0;
+    r.tagged_fields(|tag, bytes| {
+        if tag == CLIENT_TRANSACTION_VERSION_TAG {
+            let raw: [u8; 2] = bytes.try_into().map_err(|_| {
+                CodecError(format!("ClientTransactionVersion of {} bytes", bytes.len()))
+            })?;
+            client_transaction_version = i16::from_be_bytes(raw);
+        }
+        Ok(())
+    })?;
     Ok(Some(TxnLogValue {
         producer_id,
         producer_epoch,
@@ -348,6 +385,7 @@ pub fn decode_value(bytes: Option<&[u8]>) -> Result<Option<TxnLogValue>, CodecEr
         },
         txn_last_update_timestamp_ms,
         txn_start_timestamp_ms,
+        client_transaction_version,
     }))
 }
 

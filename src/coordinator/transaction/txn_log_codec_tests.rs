@@ -16,6 +16,7 @@ fn ongoing_value() -> TxnLogValue {
         topic_partitions: [tp("a", 0), tp("a", 2), tp("bc", 1)].into_iter().collect(),
         txn_last_update_timestamp_ms: 1_700_000_000_123,
         txn_start_timestamp_ms: 1_700_000_000_000,
+        client_transaction_version: 0,
     }
 }
 
@@ -83,10 +84,10 @@ fn value_v1_golden_bytes() {
 }
 
 #[test]
-fn value_v1_skips_tagged_fields() {
+fn value_v1_reads_its_client_transaction_version() {
     // Kafka 4's tags: PreviousProducerId (0), NextProducerId (1),
     // ClientTransactionVersion (2), and an unknown one (9).
-    let v = ongoing_value();
+    let mut v = ongoing_value();
     let mut b = encode_value_flexible(&v);
     b.pop();
     b.push(4);
@@ -96,7 +97,13 @@ fn value_v1_skips_tagged_fields() {
     b.extend_from_slice(&(-1i64).to_be_bytes());
     b.extend_from_slice(&[2, 2, 0, 2]);
     b.extend_from_slice(&[9, 3, 1, 2, 3]);
-    assert_eq!(decode_value(Some(&b)).unwrap(), Some(v));
+    v.client_transaction_version = 2;
+    assert_eq!(decode_value(Some(&b)).unwrap(), Some(v.clone()));
+    // What kshard writes for a transaction of version 2: v1 with the tag.
+    let written = encode_value(&v);
+    assert_eq!(&written[..2], &[0, 1]);
+    assert!(written.ends_with(&[1, 2, 2, 0, 2]));
+    assert_eq!(decode_value(Some(&written)).unwrap(), Some(v));
 }
 
 #[test]

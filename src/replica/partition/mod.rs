@@ -8,6 +8,8 @@ pub mod leader_epoch_writes;
 pub mod transactions;
 
 use std::collections::HashMap;
+
+use crate::replica::partition::transactions::VerificationGuard;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,7 +106,7 @@ pub struct Partition {
     pub leader_epoch_sync_id: Option<u64>,
     /// KIP-890: the verification guard handed to each transactional
     /// producer about to start a transaction here, until its marker.
-    txn_verifications: HashMap<i64, u64>,
+    txn_verifications: HashMap<i64, VerificationGuard>,
     next_verification_guard: u64,
 }
 

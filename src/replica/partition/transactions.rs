@@ -18,7 +18,16 @@ use super::{AppendError, AppendResult, Partition, PartitionRead};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_encoder::AbortedTransaction;
-use crate::replica::{TxnMarker, TxnVerification};
+use crate::replica::{TxnMarker, TxnVerification, TxnVerifyPart};
+
+/// A verification a leader handed to a transactional producer about to
+/// start a transaction on it (Kafka's `VerificationStateEntry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerificationGuard {
+    pub id: u64,
+    pub producer_epoch: i16,
+    pub supports_epoch_bump: bool,
+}
 
 impl Partition {
     /// Kafka's `lastStableOffset`: the first offset of the oldest
@@ -63,27 +72,46 @@ impl Partition {
     }
 
     /// Kafka's maybeStartTransactionVerification: None when the producer's
-    /// transaction is already under way here (nothing to verify), else the
-    /// guard an append verified with the coordinator must bring.
-    pub fn maybe_start_txn_verification(&mut self, producer_id: i64) -> Option<u64> {
-        if self.has_ongoing_txn(producer_id) {
-            return None;
+    /// transaction is already under way here at its epoch (nothing to
+    /// verify), else the guard an append verified with the coordinator
+    /// must bring. An epoch below the producer's is fenced first (Kafka
+    /// 4.1): a late batch of an ended transaction of version 2.
+    pub fn maybe_start_txn_verification(
+        &mut self,
+        part: &TxnVerifyPart,
+    ) -> Result<Option<u64>, ErrorCode> {
+        let pid = part.producer_id;
+        let current_epoch = self
+            .producer_state
+            .last_entry(pid)
+            .map(|e| e.producer_epoch);
+        if current_epoch.is_some_and(|e| part.producer_epoch < e) {
+            return Err(errors::INVALID_PRODUCER_EPOCH);
+        }
+        if self.has_ongoing_txn(pid, part.producer_epoch) {
+            return Ok(None);
         }
         let next = &mut self.next_verification_guard;
-        let guard = self
-            .txn_verifications
-            .entry(producer_id)
-            .or_insert_with(|| {
-                *next += 1;
-                *next
-            });
-        Some(*guard)
+        let guard = self.txn_verifications.entry(pid).or_insert_with(|| {
+            *next += 1;
+            VerificationGuard {
+                id: *next,
+                producer_epoch: part.producer_epoch,
+                supports_epoch_bump: part.supports_epoch_bump,
+            }
+        });
+        guard.producer_epoch = guard.producer_epoch.max(part.producer_epoch);
+        guard.supports_epoch_bump |= part.supports_epoch_bump;
+        Ok(Some(guard.id))
     }
 
-    fn has_ongoing_txn(&self, producer_id: i64) -> bool {
+    /// Kafka's `hasOngoingTransaction(producerId, epoch)`.
+    fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
         self.producer_state
             .last_entry(producer_id)
-            .is_some_and(|e| e.current_txn_first_offset.is_some())
+            .is_some_and(|e| {
+                e.current_txn_first_offset.is_some() && e.producer_epoch == producer_epoch
+            })
     }
 
     /// Whether a client's `records` may be appended: a transactional batch
@@ -99,10 +127,13 @@ impl Partition {
             return Ok(());
         };
         for (_, h, _) in BatchIter::new(records).flatten() {
-            if !h.is_transactional() || h.is_control() || self.has_ongoing_txn(h.producer_id) {
+            if !h.is_transactional()
+                || h.is_control()
+                || self.has_ongoing_txn(h.producer_id, h.producer_epoch)
+            {
                 continue;
             }
-            let current = self.txn_verifications.get(&h.producer_id).copied();
+            let current = self.txn_verifications.get(&h.producer_id).map(|g| g.id);
             if guard.is_none() || guard != current {
                 return Err(errors::INVALID_TXN_STATE);
             }
@@ -164,8 +195,17 @@ impl Partition {
             self.record_completed_txn(done)
                 .map_err(|e| self.storage_error("writing the transaction index", &e))?;
         }
-        // The next transaction of the producer is verified afresh.
-        self.txn_verifications.remove(&marker.producer_id);
+        // The next transaction of the producer is verified afresh; but under
+        // version 2 its first batch, at the marker's bumped epoch, may have
+        // been handed its guard before this marker came (Kafka's
+        // `isV2NextTransactionStarted`).
+        let next_started = self
+            .txn_verifications
+            .get(&marker.producer_id)
+            .is_some_and(|g| g.supports_epoch_bump && g.producer_epoch == marker.producer_epoch);
+        if !next_started {
+            self.txn_verifications.remove(&marker.producer_id);
+        }
         Ok(info.last_offset + 1)
     }
 
@@ -335,10 +375,10 @@ mod tests {
             p.check_txn_verification(&records, unverified),
             Err(errors::INVALID_TXN_STATE)
         );
-        let guard = p.maybe_start_txn_verification(PID);
+        let guard = p.maybe_start_txn_verification(&verify(0, false)).unwrap();
         assert!(guard.is_some());
         // Asked again before appending: the same guard.
-        assert_eq!(p.maybe_start_txn_verification(PID), guard);
+        assert_eq!(p.maybe_start_txn_verification(&verify(0, false)), Ok(guard));
         let checked = TxnVerification::Checked { guard };
         assert_eq!(p.check_txn_verification(&records, checked), Ok(()));
         // Verification is off for the coordinator's and old paths.
@@ -349,7 +389,7 @@ mod tests {
         p.append_records_as_leader(&records, &mut v, NOW_MS, false)
             .unwrap();
         // Under way: nothing more to verify for this producer here.
-        assert_eq!(p.maybe_start_txn_verification(PID), None);
+        assert_eq!(p.maybe_start_txn_verification(&verify(0, false)), Ok(None));
         assert_eq!(
             p.check_txn_verification(&txn_batch(1, 1), unverified),
             Ok(())
@@ -361,7 +401,50 @@ mod tests {
             p.check_txn_verification(&txn_batch(1, 1), checked),
             Err(errors::INVALID_TXN_STATE)
         );
-        assert_ne!(p.maybe_start_txn_verification(PID), guard);
+        assert_ne!(p.maybe_start_txn_verification(&verify(0, false)), Ok(guard));
+    }
+
+    fn verify(producer_epoch: i16, supports_epoch_bump: bool) -> TxnVerifyPart {
+        TxnVerifyPart {
+            topic: "t".into(),
+            partition: 0,
+            producer_id: PID,
+            producer_epoch,
+            supports_epoch_bump,
+        }
+    }
+
+    /// Transaction version 2: the next transaction's first batch, at the
+    /// bumped epoch, may get its guard before the marker that bumps the
+    /// epoch lands; the marker keeps it. A late batch of the ended
+    /// transaction, at the old epoch, is fenced.
+    #[test]
+    fn version_2_guards_outlive_the_marker_that_bumps_the_epoch() {
+        let mut p = leader("txn-v2-guard");
+        let mut v = Validator::new();
+        let first = p.maybe_start_txn_verification(&verify(0, true)).unwrap();
+        let checked = TxnVerification::Checked { guard: first };
+        p.check_txn_verification(&txn_batch(0, 1), checked).unwrap();
+        p.append_records_as_leader(&txn_batch(0, 1), &mut v, NOW_MS, false)
+            .unwrap();
+        // The client got epoch 1 from EndTxn and starts its next transaction.
+        let next = p.maybe_start_txn_verification(&verify(1, true)).unwrap();
+        assert!(next.is_some());
+        let mut bumped = marker(true);
+        bumped.producer_epoch = 1;
+        p.append_txn_marker(&bumped, &mut v, NOW_MS).unwrap();
+        let mut b = BatchBuilder::new(0).producer(PID, 1, 0).transactional(true);
+        b.push(NOW_MS, None, Some(b"v"), &[]);
+        let next_batch = Bytes::from(b.build());
+        let checked = TxnVerification::Checked { guard: next };
+        assert_eq!(p.check_txn_verification(&next_batch, checked), Ok(()));
+        p.append_records_as_leader(&next_batch, &mut v, NOW_MS, false)
+            .unwrap();
+        assert_eq!(
+            p.maybe_start_txn_verification(&verify(0, true)),
+            Err(errors::INVALID_PRODUCER_EPOCH),
+            "a late batch of the ended transaction"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ impl Partitions {
     ) -> Result<Option<u64>, ErrorCode> {
         let absent = self.absent_error();
         let p = appendable(&mut self.topics, &part.topic, part.partition, absent)?;
-        Ok(p.maybe_start_txn_verification(part.producer_id))
+        p.maybe_start_txn_verification(part)
     }
 
     /// The producers of a partition this broker leads (DescribeProducers).
