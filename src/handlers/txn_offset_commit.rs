@@ -4,7 +4,9 @@
 //! topics get UNKNOWN_TOPIC_OR_PARTITION (Kafka's KafkaApis). v5 is
 //! transaction version 2: the client sent no AddOffsetsToTxn, so the
 //! group's `__consumer_offsets` partition is added to the transaction
-//! first.
+//! first; before v5 (with `transaction.partition.verification.enable`) the
+//! coordinator is asked whether it is in the transaction (INVALID_TXN_STATE
+//! if not, as Kafka 3.9).
 
 use std::rc::Rc;
 
@@ -25,29 +27,37 @@ use crate::protocol::{decode_body, errors, Request};
 
 /// Before v2, COORDINATOR_LOAD_IN_PROGRESS is sent as COORDINATOR_NOT_AVAILABLE.
 const LOAD_IN_PROGRESS_VERSION: i16 = 2;
-/// From v5 the offsets partition is added to the transaction here.
+/// From v5 the offsets partition is added to the transaction here (before,
+/// only verified).
 const ADDS_PARTITION_VERSION: i16 = 5;
 
-/// Adds the group's `__consumer_offsets` partition to the transaction
-/// (transaction version 2), as Kafka's group coordinator asks its
-/// transaction coordinator, mapping the errors as Kafka's
-/// `CoordinatorOperationExceptionHelper`.
-async fn add_offsets_partition(ctx: &Rc<KafkaApis>, r: &TxnOffsetCommitRequest) -> ErrorCode {
+/// Checks that the group's `__consumer_offsets` partition is in the
+/// producer's transaction (KIP-890 part 1, as for Produce), or under
+/// transaction version 2 (`add`) adds it, as Kafka's group coordinator asks
+/// its transaction coordinator, with Kafka's mapping of the errors.
+async fn verify_offsets_partition(
+    ctx: &Rc<KafkaApis>,
+    r: &TxnOffsetCommitRequest,
+    add: bool,
+) -> ErrorCode {
     let tp = offsets_partition_of(ctx, &r.group_id.0);
     let producer = ProducerIdAndEpoch {
         producer_id: r.producer_id.0,
         epoch: r.producer_epoch,
     };
     let parts = vec![(tp.topic, tp.partition)];
-    let codes = ask_coordinator(ctx, &r.transactional_id.0, producer, parts, true).await;
-    match codes
+    let codes = ask_coordinator(ctx, &r.transactional_id.0, producer, parts, add).await;
+    let code = codes
         .first()
         .copied()
-        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
-    {
-        errors::NOT_ENOUGH_REPLICAS | errors::REQUEST_TIMED_OUT => {
-            errors::COORDINATOR_NOT_AVAILABLE
-        }
+        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE);
+    match code {
+        errors::CONCURRENT_TRANSACTIONS if add => code,
+        errors::CONCURRENT_TRANSACTIONS
+        | errors::COORDINATOR_LOAD_IN_PROGRESS
+        | errors::NOT_COORDINATOR
+        | errors::NOT_ENOUGH_REPLICAS
+        | errors::REQUEST_TIMED_OUT => errors::COORDINATOR_NOT_AVAILABLE,
         errors::PRODUCER_FENCED => errors::INVALID_PRODUCER_EPOCH,
         e => e,
     }
@@ -90,8 +100,10 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         instance_id: r.group_instance_id.as_deref(),
         parts: &parts,
     };
-    let added = if req.api_version >= ADDS_PARTITION_VERSION && !parts.is_empty() {
-        add_offsets_partition(ctx, &r).await
+    let adds = req.api_version >= ADDS_PARTITION_VERSION;
+    let verifies = adds || ctx.config.transaction_partition_verification_enable;
+    let added = if verifies && !parts.is_empty() {
+        verify_offsets_partition(ctx, &r, adds).await
     } else {
         errors::NONE
     };

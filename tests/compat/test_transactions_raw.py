@@ -23,6 +23,13 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 NOT_COORDINATOR = 16
 
 
+def find_group_coordinator(conn, group):
+    """FindCoordinator v1 for a group: error code."""
+    r = conn.call(10, 1, string(group) + i8(0))
+    r.i32()
+    return r.i16()
+
+
 def find_txn_coordinator(conn, txn_id):
     """FindCoordinator v1 for a transactional id: error code."""
     r = conn.call(10, 1, string(txn_id) + i8(1))
@@ -246,3 +253,69 @@ def test_transactional_batch_without_add_partitions_is_refused(broker, tconn):
         conn.close()
     assert res[(topic, 0)] == (0, 2), res
     assert end_txn(tconn, txn_id, pid, epoch, True) == 0
+
+
+def txn_offset_commit_v2(conn, txn_id, group, pid, epoch, topic, offset):
+    """TxnOffsetCommit v2 of partition 0: its error."""
+    body = (string(txn_id) + string(group) + i64(pid) + i16(epoch) + i32(1) + string(topic)
+            + i32(1) + i32(0) + i64(offset) + i32(-1) + i16(-1))
+    r = tconn_call(conn, 28, 2, body)
+    r.i32()  # throttle
+    assert r.i32() == 1 and r.string() == topic
+    assert r.i32() == 1 and r.i32() == 0
+    return r.i16()
+
+
+def add_offsets_v1(conn, txn_id, pid, epoch, group):
+    r = conn.call(25, 1, string(txn_id) + i64(pid) + i16(epoch) + string(group))
+    r.i32()
+    return r.i16()
+
+
+def tconn_call(conn, key, version, body):
+    return conn.call(key, version, body)
+
+
+def committed_offset(bs, group, topic):
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        return c.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        c.close()
+
+
+def test_txn_offset_commit_for_an_unknown_group(broker, tconn):
+    """A group nobody joined: its transactional offsets are taken (the group
+    is made, as Kafka's GroupCoordinator does) once the offsets partition
+    is in the transaction (verified, KIP-890 part 1: INVALID_TXN_STATE
+    before AddOffsetsToTxn), and show after the commit."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "txn-offsets-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    cu.wait_topics_ready(broker.bootstrap, [topic], 1, 30)
+    group = "never-joined-" + uuid.uuid4().hex[:8]
+    deadline = time.monotonic() + 60
+    while find_group_coordinator(tconn, group) != 0:  # makes __consumer_offsets
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    txn_id, pid, epoch = ready_id(tconn, "offsets")
+    # Without AddOffsetsToTxn, verification finds the partition outside the
+    # transaction.
+    deadline = time.monotonic() + 60
+    while (err := txn_offset_commit_v2(tconn, txn_id, group, pid, epoch, topic, 5)) in (
+            COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, 15):
+        assert time.monotonic() < deadline, err
+        time.sleep(0.2)
+    assert err == INVALID_TXN_STATE
+    assert add_offsets_v1(tconn, txn_id, pid, epoch, group) == 0
+    assert txn_offset_commit_v2(tconn, txn_id, group, pid, epoch - 1, topic, 7) == INVALID_PRODUCER_EPOCH
+    assert txn_offset_commit_v2(tconn, txn_id, group, pid, epoch, topic, 7) == 0
+    assert end_txn(tconn, txn_id, pid, epoch, True) == 0
+    deadline = time.monotonic() + 30
+    while committed_offset(broker.bootstrap, group, topic) != 7:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)

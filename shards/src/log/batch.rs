@@ -276,15 +276,22 @@ pub fn set_log_append_time(batch: &mut [u8], timestamp_ms: i64) {
 }
 
 /// Iterates over the batches laid end to end in `buf`, stopping at the first
-/// incomplete one (a fetch may legally end with a partial batch).
+/// incomplete one (a fetch may legally end with a partial batch). After an
+/// error it yields nothing more (`position` stays at the bad batch), so
+/// `.flatten()` ends instead of spinning on it.
 pub struct BatchIter<'a> {
     buf: &'a [u8],
     pos: usize,
+    failed: bool,
 }
 
 impl<'a> BatchIter<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
-        BatchIter { buf, pos: 0 }
+        BatchIter {
+            buf,
+            pos: 0,
+            failed: false,
+        }
     }
     /// Byte position of the next batch within the buffer.
     pub fn position(&self) -> usize {
@@ -298,15 +305,19 @@ impl<'a> Iterator for BatchIter<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let rest = &self.buf[self.pos..];
-        if rest.is_empty() {
+        if rest.is_empty() || self.failed {
             return None;
         }
         let header = match BatchHeader::parse(rest) {
             Ok(h) => h,
-            Err(e) => return Some(Err(e)),
+            Err(e) => {
+                self.failed = true;
+                return Some(Err(e));
+            }
         };
         let size = header.total_size();
         if rest.len() < size {
+            self.failed = true;
             return Some(Err(BatchError::Truncated {
                 needed: size,
                 available: rest.len(),
@@ -315,5 +326,30 @@ impl<'a> Iterator for BatchIter<'a> {
         let at = self.pos;
         self.pos += size;
         Some(Ok((at, header, &rest[..size])))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::records::BatchBuilder;
+
+    /// A bad batch ends the iteration: `.flatten()` (which skips errors)
+    /// must not spin on it (found by the handlers fuzzer: a transactional
+    /// Produce with a garbage batch held its shard).
+    #[test]
+    fn iteration_ends_at_the_first_bad_batch() {
+        let mut b = BatchBuilder::new(0);
+        b.push(0, None, Some(b"v"), &[]);
+        let mut bytes = b.build();
+        let good = bytes.len();
+        bytes.extend_from_slice(&[0xff; 40]);
+        let mut it = BatchIter::new(&bytes);
+        assert!(matches!(it.next(), Some(Ok((0, _, _)))));
+        assert!(matches!(it.next(), Some(Err(_))));
+        assert!(it.next().is_none());
+        assert_eq!(it.position(), good);
+        assert_eq!(BatchIter::new(&bytes).flatten().count(), 1);
+        assert_eq!(BatchIter::new(&[0xff; 70]).flatten().count(), 0);
     }
 }
