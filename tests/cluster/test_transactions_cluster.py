@@ -11,6 +11,7 @@ visible, no transaction is torn (all of its records or none), and the last
 stable offset of every partition reaches the high watermark (no transaction
 is left open once the coordinator is back)."""
 
+import os
 import time
 import uuid
 
@@ -110,7 +111,10 @@ def test_transactions_through_coordinator_and_leader_kills(cluster):
     assert outcomes == {"t0": "committed", "t1": "aborted", "t2": "committed"}
     leaders = {cluster.partition_state(TOPIC, part)["leader"] for part in range(PARTITIONS)}
     assert len(leaders) == 3, f"partitions led by {leaders}: markers must reach every broker"
-    for round_no, kind in enumerate(["coordinator", "leader", "coordinator", "leader"]):
+    # CI runs 4 kills; a soak sets KSHARD_TXN_KILL_ROUNDS higher.
+    rounds = int(os.environ.get("KSHARD_TXN_KILL_ROUNDS", "4"))
+    kinds = ["coordinator", "leader"] * (rounds // 2) + ["coordinator"] * (rounds % 2)
+    for round_no, kind in enumerate(kinds):
         tag = f"k{round_no}"
         coordinator = coordinator_of(cluster, txn_id)
         if kind == "coordinator":
@@ -130,7 +134,7 @@ def test_transactions_through_coordinator_and_leader_kills(cluster):
         # The producer goes on with the next transaction at once.
         outcomes[f"{tag}-after"] = run_txn(p, f"{tag}-after", True)
     assert all(o in ("committed", "aborted") for o in outcomes.values()), outcomes
-    assert sum(o == "committed" for o in outcomes.values()) >= 6, outcomes
+    assert sum(o == "committed" for o in outcomes.values()) >= 2 + rounds, outcomes
 
     def settled():
         got, ends = read_committed(cluster.bootstrap())

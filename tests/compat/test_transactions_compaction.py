@@ -4,7 +4,8 @@ transaction's data once its delete horizon (delete.retention.ms) has
 passed, and the last batch of an active producer stays, emptied, with the
 marker that ends it. Checked with a librdkafka transactional producer,
 read_committed and read_uncommitted consumers, and Kafka's own
-DumpLogSegments reading the segment files."""
+DumpLogSegments reading the segment files; DumpLogSegments also reads the
+`.txnindex` of aborted transactions."""
 
 import re
 import shutil
@@ -90,3 +91,39 @@ def test_cleaner_removes_aborted_data_and_markers(broker_factory, tmp_path):
         got, _ = read_all(bs, topic, isolation, partitions=1)
         assert "a1" not in got[0] and "x" not in got[0] and "a2" not in got[0], (isolation, got)
         assert got[0][0] == "a4", (isolation, got)
+
+
+def test_dump_log_segments_reads_the_transaction_index(broker_factory, tmp_path):
+    """Kafka's DumpLogSegments reads a `.txnindex` as Kafka writes it: one
+    entry per aborted transaction, with its first offset, marker offset and
+    the last stable offset at its end."""
+    from conftest import kafka_classpath
+
+    b = broker_factory({})
+    bs = b.bootstrap
+    topic = "txn-index-" + uuid.uuid4().hex[:8]
+    cu.create_group_topic(bs, topic, 1)
+    p = txn_producer(bs, "index-" + uuid.uuid4().hex[:8])
+    for values, commit in [(["a"], True), (["b", "c"], False), (["d"], True), (["e"], False)]:
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v, partition=0)
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    wait_settled(bs, topic, partitions=1)
+    # Offsets: 0 a, 1 commit, 2-3 aborted, 4 abort, 5 d, 6 commit, 7 e, 8 abort.
+    index = b.partition_dir(topic, 0) / "00000000000000000000.txnindex"
+    deadline = time.monotonic() + 30
+    while not index.exists() or index.stat().st_size < 2 * 34:
+        assert time.monotonic() < deadline, "no transaction index"
+        time.sleep(0.2)
+    copy = tmp_path / index.name
+    shutil.copy(index, copy)
+    cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", kafka_classpath(),
+           "kafka.tools.DumpLogSegments", "--files", str(copy)]
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    entries = re.findall(r"version: (\d+) producerId: (\d+) firstOffset: (\d+) lastOffset: (\d+) lastStableOffset: (\d+)",
+                         r.stdout.decode())
+    assert [tuple(int(x) for x in e[2:]) for e in entries] == [(2, 4, 5), (7, 8, 9)], r.stdout.decode()
+    assert all(e[0] == "0" for e in entries)
