@@ -14,6 +14,7 @@ records or time.
 """
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -25,12 +26,16 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_VERSION = os.environ.get("KSHARD_KAFKA_VERSION", "3.9.1")
 CACHE = Path(os.environ.get("KSHARD_CACHE_DIR", Path.home() / ".cache" / "kshard"))
 LIBS = CACHE / f"kafka-{KAFKA_VERSION}" / "libs"
+# Kafka 4 has no ZooKeeper mode: it runs as one KRaft node (broker and
+# controller), formatted at start.
+KRAFT = not KAFKA_VERSION.startswith(("2.", "3."))
 READY_TIMEOUT_S = 120.0
 # Every client command run, in order, for the JSON record (binary paths
 # shortened to their names).
@@ -202,7 +207,35 @@ class Broker:
         self.bins = bins
         self.cp = cp
         self.zk = None
+        self.formatted = False
         self.proc = None
+
+    def format_kraft(self):
+        controller_port = free_port()
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "true",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            **RETENTION,
+        }
+        config = self.root / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        subprocess.run(java(self.cp, "kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c", str(config)]),
+                       check=True, capture_output=True, timeout=120)
+        self.formatted = True
 
     def start_zk(self):
         zk_port = free_port()
@@ -250,8 +283,11 @@ class Broker:
                     a for k, v in RETENTION.items() for a in ("--override", f"{k}={v}")]
 
     def start(self):
-        if self.kind == "kafka" and self.zk is None:
-            self.start_zk()
+        if self.kind == "kafka" and self.zk is None and not self.formatted:
+            if KRAFT:
+                self.format_kraft()
+            else:
+                self.start_zk()
         t0 = time.monotonic()
         self.proc = Proc(self.kind, self.command(), self.root).start()
         wait_port(self.port, self.proc.proc)

@@ -6,6 +6,11 @@ broker at a time: Kafka's ProducerPerformance with --transactional-id and
 
     python3 perf/txn_compare.py [--records N] [--txn-ms D] [--no-build]
 
+With KSHARD_KAFKA_VERSION=4.1.1 both sides run Kafka 4.1.1's
+ProducerPerformance, so transaction version 2 (an epoch bump per
+transaction, partitions added by their leaders), and Kafka runs as one
+KRaft node.
+
 A benchmark, outside CI; uses compare.py's brokers and helpers."""
 
 import argparse
