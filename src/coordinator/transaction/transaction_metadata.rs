@@ -717,10 +717,13 @@ impl TransactionMetadata {
             CompleteAbort | CompleteCommit => {
                 self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms;
                 self.topic_partitions.clear();
-                // Version 2 may have moved to the next producer id.
-                self.producer_id = transit.producer_id;
-                self.producer_epoch = transit.producer_epoch;
-                self.last_producer_id = transit.last_producer_id;
+                if transit.producer_id != self.producer_id {
+                    // Version 2 moved to the next producer id; a retried
+                    // EndTxn may still name the previous one.
+                    self.last_producer_id = self.producer_id;
+                    self.producer_id = transit.producer_id;
+                    self.producer_epoch = transit.producer_epoch;
+                }
                 self.next_producer_id = NO_PRODUCER_ID;
             }
             _ => {}
