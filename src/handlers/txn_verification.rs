@@ -167,7 +167,7 @@ pub async fn verify_transactional_parts(
 /// Adds the parts to the transaction, asking again every 20 ms for up to
 /// 100 ms while the coordinator answers CONCURRENT_TRANSACTIONS (the
 /// previous transaction's markers are being written).
-pub async fn add_with_retries(
+async fn add_with_retries(
     ctx: &Rc<KafkaApis>,
     transactional_id: &str,
     producer: ProducerIdAndEpoch,
@@ -223,8 +223,13 @@ pub async fn ask_coordinator(
         }
         Some(l) if l >= 0 => match image.brokers.iter().find(|b| b.id == l) {
             Some(b) => {
-                let request =
-                    verify_request(transactional_id, producer_id, producer_epoch, &parts, add);
+                let request = add_partitions_request(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &parts,
+                    add,
+                );
                 let timeout_ms = ctx.config.request_timeout_ms.max(1) as u64;
                 let answer = round_trip(
                     &b.host,
@@ -254,7 +259,7 @@ pub async fn ask_coordinator(
     }
 }
 
-fn verify_request(
+fn add_partitions_request(
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
