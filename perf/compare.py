@@ -210,6 +210,24 @@ class Broker:
         self.formatted = False
         self.proc = None
 
+    def kafka_common_props(self):
+        """Kafka's settings in either mode: one replica of everything."""
+        return {
+            "log.dirs": str(self.data),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "true",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            **RETENTION,
+        }
+
+    def write_kafka_props(self, props):
+        config = self.root / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return config
+
     def format_kraft(self):
         controller_port = free_port()
         props = {
@@ -221,17 +239,9 @@ class Broker:
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self.data),
-            "num.partitions": "1",
-            "auto.create.topics.enable": "true",
-            "offsets.topic.replication.factor": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            **RETENTION,
+            **self.kafka_common_props(),
         }
-        config = self.root / "server.properties"
-        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        config = self.write_kafka_props(props)
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(java(self.cp, "kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c", str(config)]),
                        check=True, capture_output=True, timeout=120)
@@ -254,18 +264,11 @@ class Broker:
             "broker.id": "0",
             "listeners": f"PLAINTEXT://{self.bootstrap}",
             "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
-            "log.dirs": str(self.data),
             "zookeeper.connect": f"127.0.0.1:{zk_port}",
-            "num.partitions": "1",
-            "auto.create.topics.enable": "true",
-            "offsets.topic.replication.factor": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
             "zookeeper.session.timeout.ms": str(FROZEN_SESSION_TIMEOUT_MS),
-            **RETENTION,
+            **self.kafka_common_props(),
         }
-        (self.root / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.write_kafka_props(props)
 
     def command(self):
         if self.kind == "kafka":

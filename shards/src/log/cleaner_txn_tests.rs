@@ -126,8 +126,8 @@ fn last_data(pid: i64, of: i64, offset: i64) -> Option<LastRecord> {
 /// (offset, key, value)).
 type Batch = (i64, bool, Vec<(i64, String, String)>);
 
-fn batches(log: &Log) -> Vec<Batch> {
-    let mut out = Vec::new();
+/// Calls `f` with each batch from the log start, CRC-checked.
+fn for_each_stored_batch(log: &Log, mut f: impl FnMut(BatchHeader, &[u8])) {
     let mut next = log.log_start_offset();
     while next < log.log_end_offset() {
         let info = log.read(next, 1 << 20, i64::MAX, true).unwrap();
@@ -136,20 +136,26 @@ fn batches(log: &Log) -> Vec<Batch> {
         for b in BatchIter::new(&bytes) {
             let (_, h, raw) = b.unwrap();
             crate::log::batch::verify_crc(raw).unwrap();
-            let text =
-                |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
-            let records = RecordIter::new(&raw[61..])
-                .map(|r| {
-                    let r = r.unwrap();
-                    let offset = h.base_offset + r.offset_delta as i64;
-                    (offset, text(r.key), text(r.value))
-                })
-                .filter(|_| !h.is_control())
-                .collect();
-            out.push((h.base_offset, h.is_control(), records));
             next = h.last_offset() + 1;
+            f(h, raw);
         }
     }
+}
+
+fn batches(log: &Log) -> Vec<Batch> {
+    let mut out = Vec::new();
+    for_each_stored_batch(log, |h, raw| {
+        let text = |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
+        let records = RecordIter::new(&raw[61..])
+            .map(|r| {
+                let r = r.unwrap();
+                let offset = h.base_offset + r.offset_delta as i64;
+                (offset, text(r.key), text(r.value))
+            })
+            .filter(|_| !h.is_control())
+            .collect();
+        out.push((h.base_offset, h.is_control(), records));
+    });
     out
 }
 
@@ -640,16 +646,6 @@ fn the_last_stable_offset_bounds_the_pass() {
 
 fn batches_with_headers(log: &Log) -> Vec<BatchHeader> {
     let mut out = Vec::new();
-    let mut next = log.log_start_offset();
-    while next < log.log_end_offset() {
-        let info = log.read(next, 1 << 20, i64::MAX, true).unwrap();
-        let Some(slice) = info.slice else { break };
-        let bytes = read_slice_bytes(&slice).unwrap();
-        for b in BatchIter::new(&bytes) {
-            let (_, h, _) = b.unwrap();
-            next = h.last_offset() + 1;
-            out.push(h);
-        }
-    }
+    for_each_stored_batch(log, |h, _| out.push(h));
     out
 }

@@ -8,8 +8,6 @@ pub mod leader_epoch_writes;
 pub mod transactions;
 
 use std::collections::HashMap;
-
-use crate::replica::partition::transactions::VerificationGuard;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,6 +29,7 @@ use crate::config::topic::TopicConfig;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::replica::partition::leader_epoch::LeaderEpochCache;
+use crate::replica::partition::transactions::VerificationGuard;
 
 /// A log's close or deletion queued on the `log-dirs` thread
 /// (`Log::close_queued`, `Log::delete_queued`); resolves with its result.
