@@ -14,8 +14,10 @@ use uuid::Uuid;
 use crate::admin::limits::check_partitions_per_request;
 use crate::admin::TopicAdmin;
 use crate::admin::{validate, AdminError, AdminResult};
+use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
+use crate::metadata::configs as entity;
 use crate::metadata::embedded::{halt_on_sync_failure, EmbeddedStore};
 use crate::metadata::metadata_cache::{BrokerInfo, MetadataImage, PartitionInfo, TopicInfo};
 use crate::metadata::topics;
@@ -46,6 +48,8 @@ pub struct EmbeddedAdmin {
     producer_id_block_end: i64,
     /// Topics whose logs are being deleted: not created again until done.
     deleting: HashSet<String>,
+    /// When config change notifications were last purged.
+    config_changes_purged_at_ms: i64,
 }
 
 fn store_err(e: StoreError) -> AdminError {
@@ -79,11 +83,28 @@ impl EmbeddedAdmin {
             next_producer_id: 0,
             producer_id_block_end: 0,
             deleting: HashSet::new(),
+            config_changes_purged_at_ms: 0,
         })
     }
 
     pub fn cluster_id(&mut self) -> Result<String, String> {
         topics::get_or_create_cluster_id(&mut self.store).map_err(|e| format!("cluster id: {e}"))
+    }
+
+    /// Deletes config change notifications older than 15 minutes, at most
+    /// once a minute (a single broker applies changes as it writes them;
+    /// the notifications keep Kafka's layout).
+    pub fn purge_config_changes_if_due(&mut self, now_ms: i64) {
+        const PURGE_INTERVAL_MS: i64 = 60_000;
+        if now_ms - self.config_changes_purged_at_ms < PURGE_INTERVAL_MS {
+            return;
+        }
+        self.config_changes_purged_at_ms = now_ms;
+        entity::purge_obsolete_notifications(&mut self.store, now_ms, entity::CHANGE_EXPIRATION_MS);
+    }
+
+    pub fn store(&self) -> &dyn MetadataStore {
+        &self.store
     }
 
     /// The metadata store, for the few requests that write it directly
@@ -92,8 +113,23 @@ impl EmbeddedAdmin {
         &mut self.store
     }
 
-    /// The metadata image as the store holds it (start-up).
-    pub fn build_image(&mut self) -> Result<MetadataImage, String> {
+    /// DynamicBrokerConfig.initialize: the live broker config from the
+    /// stored cluster default and this broker's dynamic configs.
+    pub fn load_dynamic_config(&self) -> Result<Arc<DynamicBrokerConfig>, String> {
+        let dynamic = Arc::new(DynamicBrokerConfig::new(self.config.clone()));
+        let read = |target| {
+            let path = entity::broker_entity(target);
+            entity::fetch_entity_config(&self.store, &path)
+                .map_err(|e| format!("metadata store /config/{path}: {e}"))
+        };
+        dynamic.update_default(&read(None)?);
+        dynamic.update_broker(&read(Some(self.broker_id))?);
+        Ok(dynamic)
+    }
+
+    /// The metadata image as the store holds it (start-up); topic configs
+    /// derive from `broker`, the live broker config.
+    pub fn build_image(&mut self, broker: &BrokerConfig) -> Result<MetadataImage, String> {
         let cluster_id = self.cluster_id()?;
         let mut image = MetadataImage {
             cluster_id,
@@ -118,7 +154,7 @@ impl EmbeddedAdmin {
             else {
                 continue;
             };
-            let config = TopicConfig::from_overrides(&self.config, &rec.configs)
+            let config = TopicConfig::from_overrides(broker, &rec.configs)
                 .map_err(|e| format!("topic {name}: stored config invalid: {e}"))?;
             let topic_id = Uuid::from_bytes(rec.topic_id.unwrap_or_else(topics::random_uuid));
             let partitions = rec
@@ -340,7 +376,7 @@ pub async fn create_topic(
             single_broker_assignment(partitions, rf, broker_id, 0)
         }
     };
-    let topic_config = validate::topic_config(&t, config)?;
+    let topic_config = validate::topic_config(&t, &ctx.dynamic_config.current())?;
     let topic_id_bytes = topics::random_uuid();
     let info = validate::new_topic_info(
         &t.name,

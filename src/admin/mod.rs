@@ -6,8 +6,11 @@
 
 pub mod assignment;
 pub mod auto_topic_creation;
+pub mod config_changes;
+pub mod configs;
 pub mod embedded;
 pub mod limits;
+pub mod logger_configs;
 pub mod validate;
 pub mod zk;
 
@@ -16,6 +19,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::cluster::ClusterHandle;
+use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::errors::{self, ErrorCode};
@@ -27,7 +31,9 @@ pub struct TopicAdmin {
     pub shard_id: usize,
     pub nr_shards: usize,
     pub router: Rc<Router>,
+    /// As started (static); the live values are in `dynamic_config`.
     pub config: Arc<BrokerConfig>,
+    pub dynamic_config: Arc<DynamicBrokerConfig>,
     pub metadata: Arc<MetadataCache>,
     /// Cluster mode: topics are created through ZooKeeper.
     pub cluster: Option<Arc<ClusterHandle>>,
@@ -40,6 +46,7 @@ impl TopicAdmin {
     pub fn new(
         router: Rc<Router>,
         config: Arc<BrokerConfig>,
+        dynamic_config: Arc<DynamicBrokerConfig>,
         metadata: Arc<MetadataCache>,
         cluster: Option<Arc<ClusterHandle>>,
         embedded: Option<embedded::EmbeddedAdmin>,
@@ -49,6 +56,7 @@ impl TopicAdmin {
             nr_shards: router.nr_shards,
             router,
             config,
+            dynamic_config,
             metadata,
             cluster,
             embedded: embedded.map(RefCell::new),

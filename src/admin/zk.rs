@@ -119,7 +119,7 @@ pub async fn create_topic(
             .map_err(assignment_err)?
         }
     };
-    let topic_config = validate::topic_config(&t, config)?;
+    let topic_config = validate::topic_config(&t, &ctx.dynamic_config.current())?;
     let topic_id = topics::random_uuid();
     let info = validate::new_topic_info(
         &t.name,

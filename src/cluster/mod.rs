@@ -6,12 +6,16 @@
 //! `ClusterHandle::zk_call`, which runs the blocking call on the ZooKeeper
 //! worker thread so no shard ever waits on the network.
 
+pub mod config_changes;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
+use crate::metadata::configs::{self as entity, EntityConfigChange};
 use crate::metadata::meta_properties::{
     read_meta_properties, write_meta_properties, MetaProperties,
 };
@@ -38,6 +42,13 @@ pub struct ClusterHandle {
     zk: ZkClient,
     /// This broker's reserved producer ids: (next, end exclusive).
     producer_ids: std::sync::Mutex<(i64, i64)>,
+    /// The live broker config (static, `/config/brokers/<default>`,
+    /// `/config/brokers/<id>`), loaded before the broker serves.
+    pub dynamic_config: Arc<DynamicBrokerConfig>,
+    /// Config changes read by the listener thread, taken by the
+    /// controller shard, which applies them.
+    config_changes:
+        std::sync::Mutex<Option<futures_channel::mpsc::UnboundedReceiver<EntityConfigChange>>>,
 }
 
 impl ClusterHandle {
@@ -130,6 +141,33 @@ impl ClusterHandle {
     pub fn controller_epoch(&self) -> i32 {
         self.controller_epoch.load(Ordering::Acquire)
     }
+
+    /// The config changes to apply; the controller shard takes them once.
+    pub fn take_config_changes(
+        &self,
+    ) -> Option<futures_channel::mpsc::UnboundedReceiver<EntityConfigChange>> {
+        self.config_changes.lock().expect("config changes").take()
+    }
+}
+
+/// DynamicBrokerConfig.initialize: the cluster default, then this broker's
+/// own dynamic configs, before the broker serves.
+fn load_dynamic_config(
+    zk: &ZkClient,
+    config: &BrokerConfig,
+    broker_id: i32,
+) -> Result<Arc<DynamicBrokerConfig>, String> {
+    let dynamic = Arc::new(DynamicBrokerConfig::new(Arc::new(config.clone())));
+    for target in [None, Some(broker_id)] {
+        let path = entity::broker_entity(target);
+        let props =
+            entity::fetch_entity_config(zk, &path).map_err(|e| format!("/config/{path}: {e}"))?;
+        match target {
+            None => dynamic.update_default(&props),
+            Some(_) => dynamic.update_broker(&props),
+        };
+    }
+    Ok(dynamic)
 }
 
 /// Kafka's getOrGenerateBrokerId: the configured id must agree with
@@ -193,8 +231,19 @@ pub fn start(
         zk.session_id()
     );
     let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded::<Job>();
-    let controller = crate::controller::spawn(zk.clone(), Arc::new(config.clone()))?;
+    let dynamic_config = load_dynamic_config(&zk, &config, broker_id)?;
+    let (wake_tx, wake_rx) = crossbeam_channel::unbounded::<()>();
+    let (changes_tx, changes_rx) = futures_channel::mpsc::unbounded();
+    config_changes::spawn(zk.clone(), wake_rx, changes_tx)?;
+    let controller = crate::controller::spawn(
+        zk.clone(),
+        Arc::new(config.clone()),
+        dynamic_config.clone(),
+        wake_tx,
+    )?;
     let handle = Arc::new(ClusterHandle {
+        dynamic_config,
+        config_changes: std::sync::Mutex::new(Some(changes_rx)),
         controller,
         zk: zk.clone(),
         producer_ids: std::sync::Mutex::new((0, 0)),

@@ -397,37 +397,6 @@ pub fn listener_override_base(name: &str) -> Option<&'static ConfigDef> {
     broker_def(mechanism_key.copied().unwrap_or(base))
 }
 
-/// A key Kafka does not define: typed like the broker key it overrides
-/// when it is a listener override, else sensitive with no value and type
-/// UNKNOWN (ConfigHelper cannot tell, so it hides it).
-fn undefined_key_entry(cfg: &BrokerConfig, name: &str) -> ConfigEntry {
-    let base = listener_override_base(name);
-    let sensitive = base.is_none_or(|d| d.config_type == T::Password);
-    let synonyms = match base {
-        Some(d) => synonyms_of(cfg, name, &[name, d.name]),
-        None => vec![(name.to_string(), None, SOURCE_STATIC_BROKER_CONFIG)],
-    };
-    let synonyms = if sensitive {
-        synonyms.into_iter().map(|(n, _, s)| (n, None, s)).collect()
-    } else {
-        synonyms
-    };
-    ConfigEntry {
-        name: name.to_string(),
-        value: if sensitive {
-            None
-        } else {
-            cfg.originals().get(name).cloned()
-        },
-        read_only: true,
-        source: SOURCE_STATIC_BROKER_CONFIG,
-        is_sensitive: sensitive,
-        synonyms,
-        config_type: base.map_or(T::Unknown, |d| d.config_type) as i8,
-        documentation: None,
-    }
-}
-
 /// A static synonym's value: the string as configured (Kafka's
 /// staticBrokerConfigs), null for passwords.
 fn display_value(def: Option<&ConfigDef>, raw: &str) -> Option<String> {
@@ -448,34 +417,11 @@ pub fn broker_default(cfg: &BrokerConfig, name: &str) -> Option<String> {
 
 /// Every broker key (Kafka's and kshard's, then unknown keys from the
 /// file) with value, source and synonyms, as Kafka's DescribeConfigs for
-/// this broker's id (ConfigHelper.createBrokerConfigEntry).
+/// this broker's id (ConfigHelper.createBrokerConfigEntry), for a broker
+/// with no dynamic configs.
 pub fn broker_config_entries(cfg: &BrokerConfig) -> Vec<ConfigEntry> {
-    let defs = broker_defs();
-    let mut entries = Vec::with_capacity(defs.len() + cfg.unknown_keys.len());
-    for d in defs {
-        let sensitive = d.config_type == T::Password;
-        let value = match cfg.originals().get(d.name) {
-            _ if sensitive => None,
-            Some(raw) => Some(normalize_value(d, raw).unwrap_or_else(|_| raw.clone())),
-            None => broker_default(cfg, d.name),
-        };
-        let synonyms = static_synonyms(cfg, d.name);
-        let source = synonyms.first().map_or(SOURCE_DEFAULT_CONFIG, |s| s.2);
-        entries.push(ConfigEntry {
-            name: d.name.to_string(),
-            value,
-            read_only: !d.dynamic,
-            source,
-            is_sensitive: sensitive,
-            synonyms,
-            config_type: d.config_type as i8,
-            documentation: Some(d.doc.to_string()),
-        });
-    }
-    for name in &cfg.unknown_keys {
-        entries.push(undefined_key_entry(cfg, name));
-    }
-    entries
+    let state = super::dynamic::BrokerConfigState::from_static(std::sync::Arc::new(cfg.clone()));
+    super::dynamic::broker_entries(&state)
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //! to `./data` (Kafka: `/tmp/kafka-logs`), and `broker.id = -1` (Kafka's
 //! "generate") means id 0 on the embedded store (see `effective_broker_id`).
 
+pub mod alter_ops;
 pub mod defs;
+pub mod dynamic;
 pub mod kafka_keys;
 pub mod properties;
 pub mod support;

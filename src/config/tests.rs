@@ -361,7 +361,8 @@ fn topic_config_defaults_validation_and_entries() {
     .unwrap_err();
     assert!(e.message.contains("conflict"));
 
-    let entries = topic_config_entries(&broker, &over(&[("segment.bytes", "2048")]));
+    let state = dynamic::BrokerConfigState::from_static(std::sync::Arc::new(broker.clone()));
+    let entries = topic_config_entries(&state, &over(&[("segment.bytes", "2048")]));
     assert_eq!(entries.len(), TOPIC_DEFS.len());
     let seg = entry(&entries, "segment.bytes");
     assert_eq!(

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::defs::{
     self, ConfigEntry, ConfigType, SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG, TOPIC_DEFS,
 };
+use super::dynamic::{self, BrokerConfigState};
 use super::{BrokerConfig, ConfigError};
 
 /// Kafka's ServerTopicConfigSynonyms: the broker key that supplies a topic
@@ -219,12 +220,13 @@ fn broker_value(broker: &BrokerConfig, key: &str) -> Option<String> {
 }
 
 /// Every topic key with value, source and synonyms, as Kafka's
-/// DescribeConfigs for a topic. `overrides` are the stored topic configs.
+/// DescribeConfigs for a topic. `overrides` are the stored topic configs;
+/// defaults and broker synonyms come from the live broker config.
 pub fn topic_config_entries(
-    broker: &BrokerConfig,
+    broker: &BrokerConfigState,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<ConfigEntry> {
-    let mut values = defaults(broker);
+    let mut values = defaults(&broker.effective);
     let mut normalized = BTreeMap::new();
     for (k, v) in overrides {
         // Stored overrides were validated on write; show them as stored if not.
@@ -248,7 +250,7 @@ pub fn topic_config_entries(
             synonyms.push((d.name.to_string(), shown, SOURCE_TOPIC_CONFIG));
         }
         if let Some(b) = broker_synonym(d.name) {
-            synonyms.extend(defs::static_synonyms(broker, b));
+            synonyms.extend(dynamic::broker_synonyms_of(broker, b));
         }
         let source = synonyms.first().map_or(SOURCE_DEFAULT_CONFIG, |s| s.2);
         entries.push(ConfigEntry {

@@ -186,16 +186,14 @@ impl KafkaController {
     }
 
     /// Elects leaders for partitions whose leader is not live.
-    fn elect_offline_partitions(&mut self) -> StoreResult<Vec<(String, i32)>> {
+    pub(super) fn elect_offline_partitions(&mut self) -> StoreResult<Vec<(String, i32)>> {
         let mut updates: States = BTreeMap::new();
         for ((t, p), s) in &self.ctx.states {
             if self.ctx.is_live(s.leader) || self.ctx.topics_to_delete.contains(t) {
                 continue;
             }
             let replicas = self.ctx.replicas(t, *p);
-            let unclean = self
-                .ctx
-                .unclean_allowed(t, self.config.unclean_leader_election_enable);
+            let unclean = self.ctx.unclean_allowed(t, self.unclean_default());
             let ctx = &self.ctx;
             if let Some(next) =
                 elections::elect_offline(s, replicas, &|b| ctx.is_live(b), unclean, self.epoch)
@@ -274,9 +272,7 @@ impl KafkaController {
             let mut next = s.clone();
             let mut changed = false;
             if dead.contains(&s.leader) {
-                let unclean = self
-                    .ctx
-                    .unclean_allowed(t, self.config.unclean_leader_election_enable);
+                let unclean = self.ctx.unclean_allowed(t, self.unclean_default());
                 if let Some(n) =
                     elections::elect_offline(s, replicas, &is_live, unclean, self.epoch)
                 {

@@ -136,7 +136,45 @@ impl KafkaController {
                     }
                 }
             }
+            ControllerRequest::UncleanElectionConfig {
+                topic,
+                unclean_override,
+            } => {
+                if let Some(entry) = topic.as_ref().and_then(|t| self.ctx.topics.get_mut(t)) {
+                    entry.unclean_override = unclean_override;
+                }
+                if self.is_active() {
+                    if let Err(e) = self.elect_after_unclean_change() {
+                        self.on_zk_failure("unclean leader election", e);
+                    }
+                }
+            }
         }
+    }
+
+    /// The live `unclean.leader.election.enable` broker default.
+    pub(super) fn unclean_default(&self) -> bool {
+        self.dynamic_config.current().unclean_leader_election_enable
+    }
+
+    /// triggerOnlinePartitionStateChange after unclean election was
+    /// enabled: partitions without a live leader get one now if they can.
+    fn elect_after_unclean_change(&mut self) -> StoreResult<()> {
+        let elected = self.elect_offline_partitions()?;
+        if elected.is_empty() {
+            return Ok(());
+        }
+        log::info!(
+            "elected leaders for {} offline partitions after an unclean election config change",
+            elected.len()
+        );
+        let mut batch = self.batch();
+        for (t, p) in &elected {
+            batch.add_partition(t, *p, false);
+            batch.add_update_metadata(t, *p);
+        }
+        self.send(batch);
+        Ok(())
     }
 
     /// processAlterPartition: a leader's ISR change, checked against the

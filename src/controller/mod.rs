@@ -22,8 +22,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::controller::channel::ControllerChannelManager;
+use crate::metadata::topics::CONFIG_CHANGES_PATH;
 use crate::metadata::{MetadataStore, Op, StoreError};
 use crate::protocol::errors::ErrorCode;
 use crate::zk::{NodeEventKind, ZkClient, ZkEvent};
@@ -54,6 +56,13 @@ pub enum ControllerRequest {
     ControlledShutdown {
         broker_id: i32,
         reply: futures_channel::oneshot::Sender<Result<Vec<(String, i32)>, ErrorCode>>,
+    },
+    /// A topic's `unclean.leader.election.enable` override (None: unset),
+    /// or, with no topic, the broker default changed (Kafka's
+    /// enableTopicUncleanLeaderElection / enableDefaultUncleanLeaderElection).
+    UncleanElectionConfig {
+        topic: Option<String>,
+        unclean_override: Option<bool>,
     },
 }
 
@@ -120,6 +129,8 @@ impl ControllerHandle {
 pub struct KafkaController {
     zk: ZkClient,
     config: Arc<BrokerConfig>,
+    /// For the live `unclean.leader.election.enable` default.
+    dynamic_config: Arc<DynamicBrokerConfig>,
     broker_id: i32,
     events_tx: crossbeam_channel::Sender<ControllerEvent>,
     active: Arc<AtomicBool>,
@@ -139,7 +150,14 @@ pub struct KafkaController {
 const REREGISTER_RETRY: Duration = Duration::from_millis(200);
 
 /// Starts the controller event thread for this broker.
-pub fn spawn(zk: ZkClient, config: Arc<BrokerConfig>) -> Result<ControllerHandle, String> {
+/// `config_changes` is woken for the config change listener's watch on
+/// `/config/changes` (the one ZooKeeper event channel is read here).
+pub fn spawn(
+    zk: ZkClient,
+    config: Arc<BrokerConfig>,
+    dynamic_config: Arc<DynamicBrokerConfig>,
+    config_changes: crossbeam_channel::Sender<()>,
+) -> Result<ControllerHandle, String> {
     let (tx, rx) = crossbeam_channel::unbounded::<ControllerEvent>();
     let zk_events = zk.events();
     {
@@ -148,6 +166,19 @@ pub fn spawn(zk: ZkClient, config: Arc<BrokerConfig>) -> Result<ControllerHandle
             .name("zk-event-forwarder".into())
             .spawn(move || {
                 while let Ok(ev) = zk_events.recv() {
+                    let for_listener = match &ev {
+                        ZkEvent::Node { path, .. } => path == CONFIG_CHANGES_PATH,
+                        ZkEvent::SessionEstablished { .. } => {
+                            // A new session lost the listener's watch.
+                            let _ = config_changes.send(());
+                            false
+                        }
+                        _ => false,
+                    };
+                    if for_listener {
+                        let _ = config_changes.send(());
+                        continue;
+                    }
                     if tx.send(ControllerEvent::Zk(ev)).is_err() {
                         return;
                     }
@@ -167,6 +198,7 @@ pub fn spawn(zk: ZkClient, config: Arc<BrokerConfig>) -> Result<ControllerHandle
     let mut controller = KafkaController {
         zk,
         config,
+        dynamic_config,
         broker_id,
         events_tx: tx,
         active,

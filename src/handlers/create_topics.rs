@@ -179,7 +179,7 @@ fn topic_configs(
     ctx: &KafkaApis,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<CreatableTopicConfigs> {
-    topic_config_entries(&ctx.config, overrides)
+    topic_config_entries(&ctx.dynamic_config.state(), overrides)
         .into_iter()
         .map(|e| {
             CreatableTopicConfigs::default()

@@ -1,7 +1,7 @@
-//! DescribeConfigs (API 32, v1-4), answered from this shard's config and
-//! metadata image without crossing shards. Resource types as Kafka 3.9's
-//! ConfigHelper serves them: TOPIC (2), BROKER (4; an empty name is the
-//! cluster-wide dynamic defaults, of which kshard has none) and
+//! DescribeConfigs (API 32, v1-4), answered from the live broker config
+//! and the metadata image without crossing shards. Resource types as Kafka
+//! 3.9's ConfigHelper serves them: TOPIC (2), BROKER (4; an empty name is
+//! the cluster-wide dynamic defaults, `/config/brokers/<default>`) and
 //! BROKER_LOGGER (8; the `log` crate's global level as logger `root`).
 //! A null or empty `configuration_keys` means every key.
 
@@ -15,7 +15,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
-use crate::config::{broker_config_entries, topic_config_entries, BrokerConfig, ConfigEntry};
+use crate::config::dynamic::{broker_entries, default_broker_entries, BrokerConfigState};
+use crate::config::{topic_config_entries, ConfigEntry};
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::MetadataImage;
 use crate::metadata::topics::validate_topic_name;
@@ -31,6 +32,7 @@ const SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG: i8 = 6;
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DescribeConfigsRequest = decode_body(req)?;
     let image = ctx.metadata.image();
+    let state = ctx.dynamic_config.state();
     let options = Options {
         include_synonyms: request.include_synonyms,
         include_documentation: request.include_documentation,
@@ -39,7 +41,7 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let results = request
         .resources
         .iter()
-        .map(|r| describe(&ctx.config, &image, r, &options))
+        .map(|r| describe(&state, &image, r, &options))
         .collect();
     respond(
         req,
@@ -54,29 +56,29 @@ struct Options {
 }
 
 fn describe(
-    config: &BrokerConfig,
+    state: &BrokerConfigState,
     image: &MetadataImage,
     r: &DescribeConfigsResource,
     o: &Options,
 ) -> DescribeConfigsResult {
     let name = r.resource_name.as_str();
+    let my_id = state.static_config.effective_broker_id();
     let outcome = match r.resource_type {
         RESOURCE_TOPIC => match validate_topic_name(name) {
             Err(message) => Err((errors::INVALID_TOPIC_EXCEPTION, Some(message))),
             Ok(()) => match image.topic(name) {
-                Some(info) => Ok(topic_config_entries(config, &info.overrides)),
+                Some(info) => Ok(topic_config_entries(state, &info.overrides)),
                 None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, None)),
             },
         },
-        // No dynamic default configs exist, so the cluster-wide view is empty.
-        RESOURCE_BROKER if name.is_empty() => Ok(Vec::new()),
-        RESOURCE_BROKER => this_broker(config, name, true).map(|()| broker_config_entries(config)),
+        RESOURCE_BROKER if name.is_empty() => Ok(default_broker_entries(state)),
+        RESOURCE_BROKER => this_broker(my_id, name, true).map(|()| broker_entries(state)),
         RESOURCE_BROKER_LOGGER if name.is_empty() => Err((
             errors::INVALID_REQUEST,
             Some("Broker id must not be empty".to_string()),
         )),
         RESOURCE_BROKER_LOGGER => {
-            this_broker(config, name, false).map(|()| vec![root_logger(o.log_level)])
+            this_broker(my_id, name, false).map(|()| vec![root_logger(o.log_level)])
         }
         other => Err((
             errors::INVALID_REQUEST,
@@ -102,11 +104,10 @@ fn describe(
 
 /// Checks that a broker resource names this broker, with Kafka's messages.
 fn this_broker(
-    config: &BrokerConfig,
+    id: i32,
     name: &str,
     empty_allowed: bool,
 ) -> Result<(), (ErrorCode, Option<String>)> {
-    let id = config.effective_broker_id();
     let Ok(requested) = name.parse::<i32>() else {
         return Err((
             errors::INVALID_REQUEST,
@@ -199,6 +200,7 @@ mod tests {
 
     use crate::config::defs::{SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG};
     use crate::config::topic::TopicConfig;
+    use crate::config::BrokerConfig;
     use crate::metadata::metadata_cache::TopicInfo;
 
     fn config() -> BrokerConfig {
@@ -242,7 +244,7 @@ mod tests {
     fn topic_override_and_default() {
         let c = config();
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &image(&c),
             &resource(
                 RESOURCE_TOPIC,
@@ -275,7 +277,7 @@ mod tests {
     fn empty_key_list_means_all_and_switches_apply() {
         let c = config();
         let all = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &image(&c),
             &resource(RESOURCE_TOPIC, "t", Some(&[])),
             &options(false, true),
@@ -290,7 +292,7 @@ mod tests {
         let c = config();
         let img = image(&c);
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_TOPIC, "nope", None),
             &options(false, false),
@@ -298,7 +300,7 @@ mod tests {
         assert_eq!(r.error_code, errors::UNKNOWN_TOPIC_OR_PARTITION);
         assert!(r.configs.is_empty());
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_TOPIC, "a/b", None),
             &options(false, false),
@@ -313,7 +315,7 @@ mod tests {
         let img = image(&c);
         let id = c.effective_broker_id().to_string();
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_BROKER, &id, Some(&["num.partitions"])),
             &options(false, false),
@@ -322,14 +324,14 @@ mod tests {
         assert_eq!(r.configs.len(), 1);
         assert_eq!(r.configs[0].value.as_deref(), Some("1"));
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_BROKER, "", None),
             &options(false, false),
         );
         assert_eq!((r.error_code, r.configs.len()), (errors::NONE.code(), 0));
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_BROKER, "99", None),
             &options(false, false),
@@ -343,7 +345,7 @@ mod tests {
             )
         );
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_BROKER, "x", None),
             &options(false, false),
@@ -360,7 +362,7 @@ mod tests {
         let img = image(&c);
         let id = c.effective_broker_id().to_string();
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_BROKER_LOGGER, &id, None),
             &options(false, false),
@@ -373,7 +375,7 @@ mod tests {
             SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG
         );
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &img,
             &resource(RESOURCE_BROKER_LOGGER, "", None),
             &options(false, false),
@@ -385,7 +387,7 @@ mod tests {
     fn other_resource_types_are_invalid() {
         let c = config();
         let r = describe(
-            &c,
+            &BrokerConfigState::from_static(Arc::new(c.clone())),
             &image(&c),
             &resource(16, "x", None),
             &options(false, false),
@@ -400,19 +402,19 @@ mod tests {
         let img = image(&c);
         let results = vec![
             describe(
-                &c,
+                &BrokerConfigState::from_static(Arc::new(c.clone())),
                 &img,
                 &resource(RESOURCE_TOPIC, "t", None),
                 &options(true, true),
             ),
             describe(
-                &c,
+                &BrokerConfigState::from_static(Arc::new(c.clone())),
                 &img,
                 &resource(RESOURCE_TOPIC, "nope", None),
                 &options(true, true),
             ),
             describe(
-                &c,
+                &BrokerConfigState::from_static(Arc::new(c.clone())),
                 &img,
                 &resource(RESOURCE_BROKER, "0", None),
                 &options(true, true),

@@ -4,6 +4,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -20,6 +21,7 @@ pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod inter_broker;
 pub mod join_group;
@@ -50,6 +52,7 @@ use kafka_protocol::protocol::Encodable;
 
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
+use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::coordinator::offsets::map_store_error;
 use crate::coordinator::runtime::CoordinatorRuntime;
@@ -68,7 +71,10 @@ use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 pub struct KafkaApis {
     pub shard_id: usize,
     pub nr_shards: usize,
+    /// As started; the live broker config (with dynamic values) is
+    /// `dynamic_config.current()`.
     pub config: Arc<BrokerConfig>,
+    pub dynamic_config: Arc<DynamicBrokerConfig>,
     pub log_dir: PathBuf,
     pub metadata: Arc<MetadataCache>,
     pub router: Rc<Router>,
@@ -159,9 +165,11 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req).await,
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
         ApiKey::AlterPartition => inter_broker::alter_partition::handle(ctx, &req).await,
-        ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::CreatePartitions => {
-            forward_to_controller(ctx, req).await
-        }
+        ApiKey::CreateTopics
+        | ApiKey::DeleteTopics
+        | ApiKey::CreatePartitions
+        | ApiKey::AlterConfigs
+        | ApiKey::IncrementalAlterConfigs => forward_to_controller(ctx, req).await,
         // The group coordinator lives on the controller shard.
         ApiKey::JoinGroup
         | ApiKey::SyncGroup
@@ -208,6 +216,8 @@ pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerRe
         ApiKey::CreateTopics => create_topics::handle(ctx, &req).await,
         ApiKey::DeleteTopics => delete_topics::handle(ctx, &req).await,
         ApiKey::CreatePartitions => create_partitions::handle(ctx, &req).await,
+        ApiKey::AlterConfigs => alter_configs::handle(ctx, &req).await,
+        ApiKey::IncrementalAlterConfigs => incremental_alter_configs::handle(ctx, &req).await,
         ApiKey::JoinGroup => join_group::handle(ctx, &req).await,
         ApiKey::SyncGroup => sync_group::handle(ctx, &req).await,
         ApiKey::Heartbeat => heartbeat::handle(ctx, &req),

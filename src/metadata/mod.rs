@@ -5,6 +5,7 @@
 //! and `checkpoints` are the broker's own files in its log dir.
 
 pub mod checkpoints;
+pub mod configs;
 pub mod embedded;
 pub mod image;
 pub mod meta_properties;

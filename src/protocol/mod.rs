@@ -57,6 +57,7 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::OffsetForLeaderEpoch, 0, 4),
     api(ApiKey::DescribeConfigs, 0, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DescribeCluster, 0, 1),
     api(ApiKey::FindCoordinator, 0, 6),
@@ -71,6 +72,7 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
     api(ApiKey::ElectLeaders, 0, 2),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 5),
@@ -247,6 +249,10 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
             decode_body::<m::OffsetForLeaderEpochRequest>(&req).map(|_| ())
         }
         ApiKey::DescribeConfigs => decode_body::<m::DescribeConfigsRequest>(&req).map(|_| ()),
+        ApiKey::AlterConfigs => decode_body::<m::AlterConfigsRequest>(&req).map(|_| ()),
+        ApiKey::IncrementalAlterConfigs => {
+            decode_body::<m::IncrementalAlterConfigsRequest>(&req).map(|_| ())
+        }
         ApiKey::CreatePartitions => decode_body::<m::CreatePartitionsRequest>(&req).map(|_| ()),
         ApiKey::DescribeCluster => decode_body::<m::DescribeClusterRequest>(&req).map(|_| ()),
         ApiKey::FindCoordinator => decode_body::<m::FindCoordinatorRequest>(&req).map(|_| ()),

@@ -76,9 +76,10 @@ pub enum ShardRequest {
     DeleteLogs {
         topic: String,
     },
-    /// From the topic admin: a topic's config changed.
-    UpdateTopicConfig {
-        topic: Arc<TopicInfo>,
+    /// From the topic admin: these topics' configs changed; the shard
+    /// takes them from the metadata image (so it always applies the latest).
+    UpdateTopicConfigs {
+        topics: Arc<Vec<String>>,
     },
     /// A request that runs on the controller shard (topic admin, groups).
     Forward {

@@ -263,7 +263,8 @@ async fn start_shard(
     let store = EmbeddedStore::open(&config.metadata_dir())
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
     let mut controller = EmbeddedAdmin::open(store, config.clone())?;
-    let image = controller.build_image()?;
+    let dynamic_config = controller.load_dynamic_config()?;
+    let image = controller.build_image(&dynamic_config.current())?;
     controller.defer_store_syncs();
     crate::metadata::meta_properties::write_meta_properties(
         &log_dir,
@@ -277,6 +278,7 @@ async fn start_shard(
         shard_id: CONTROLLER_SHARD,
         nr_shards: 1,
         config: config.clone(),
+        dynamic_config,
         log_dir,
         metadata,
         startup_checkpoints: HashMap::new(),

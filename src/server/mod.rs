@@ -26,6 +26,7 @@ use kshard_shards::stall::StallSettings;
 
 use crate::admin::embedded::EmbeddedAdmin;
 use crate::cluster::ClusterHandle;
+use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::handlers::KafkaApis;
 use crate::metadata::checkpoints::{
@@ -132,6 +133,8 @@ fn claim_listener_ports(mut config: BrokerConfig) -> Result<BrokerConfig, String
 struct StartupMetadata {
     /// With `broker.id` resolved in cluster mode.
     config: Arc<BrokerConfig>,
+    /// The live broker config, with the stored dynamic configs.
+    dynamic_config: Arc<DynamicBrokerConfig>,
     /// The embedded store's single-broker controller (no ZooKeeper).
     controller: Option<EmbeddedAdmin>,
     /// Cluster mode (`zookeeper.connect` set).
@@ -142,6 +145,7 @@ struct StartupMetadata {
 /// What every shard's start and stop share; built once by `run`.
 struct Broker {
     config: Arc<BrokerConfig>,
+    dynamic_config: Arc<DynamicBrokerConfig>,
     log_dir: PathBuf,
     nr_shards: usize,
     metadata: Arc<MetadataCache>,
@@ -224,6 +228,7 @@ fn open_metadata(
         };
         return Ok(StartupMetadata {
             config: Arc::new(resolved),
+            dynamic_config: cluster.dynamic_config.clone(),
             controller: None,
             cluster: Some(cluster),
             image,
@@ -232,13 +237,15 @@ fn open_metadata(
     let store = EmbeddedStore::open(&config.metadata_dir())
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
     let mut controller = EmbeddedAdmin::open(store, config.clone())?;
-    let image = controller.build_image()?;
+    let dynamic_config = controller.load_dynamic_config()?;
+    let image = controller.build_image(&dynamic_config.current())?;
     // Start-up's own writes were synced; from here the shard leaves them
     // to the metadata-sync thread.
     controller.defer_store_syncs();
     write_meta_properties(log_dir, config.effective_broker_id(), &image.cluster_id)?;
     Ok(StartupMetadata {
         config,
+        dynamic_config,
         controller: Some(controller),
         cluster: None,
         image,
@@ -277,6 +284,7 @@ impl Broker {
             .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
         Ok(Broker {
             config: metadata.config,
+            dynamic_config: metadata.dynamic_config,
             log_dir,
             nr_shards,
             metadata: Arc::new(MetadataCache::new(metadata.image)),
@@ -325,6 +333,7 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         shard_id,
         nr_shards: broker.nr_shards,
         config: config.clone(),
+        dynamic_config: broker.dynamic_config.clone(),
         log_dir: broker.log_dir.clone(),
         metadata: broker.metadata.clone(),
         startup_checkpoints: checkpoints,
@@ -352,7 +361,28 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         broker.fail_startup(e);
     }
     glommio::spawn_local(ship_index_writes(ctx.clone())).detach();
+    let cluster = ctx
+        .cluster
+        .as_ref()
+        .filter(|_| shard_id == CONTROLLER_SHARD);
+    if let Some(changes) = cluster.and_then(|c| c.take_config_changes()) {
+        glommio::spawn_local(apply_config_changes(ctx.clone(), changes)).detach();
+    }
     ctx
+}
+
+/// Cluster mode, on the controller shard: applies the entity configs the
+/// config change listener read, in the order of their notifications.
+async fn apply_config_changes(
+    ctx: Rc<KafkaApis>,
+    mut changes: futures_channel::mpsc::UnboundedReceiver<
+        crate::metadata::configs::EntityConfigChange,
+    >,
+) {
+    use futures_lite::StreamExt;
+    while let Some(change) = changes.next().await {
+        crate::admin::config_changes::apply(&ctx.admin, change.entity, change.props).await;
+    }
 }
 
 /// Opens the partitions this shard owns; a failure stops the broker.

@@ -12,6 +12,7 @@ use kshard_shards::mailbox::LocalBoxFuture;
 use crate::admin::embedded::{store_synced, AllocatedProducerId, EmbeddedAdmin};
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
+use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::coordinator::runtime::{CoordinatorHandOver, CoordinatorRuntime};
 use crate::coordinator::transaction::transaction_metadata::{
@@ -34,6 +35,7 @@ pub struct ShardConfig {
     pub shard_id: usize,
     pub nr_shards: usize,
     pub config: Arc<BrokerConfig>,
+    pub dynamic_config: Arc<DynamicBrokerConfig>,
     pub log_dir: PathBuf,
     pub metadata: Arc<MetadataCache>,
     /// (recovery point, log start offset) per partition, from the checkpoints.
@@ -68,6 +70,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
     let admin = Rc::new(TopicAdmin::new(
         router.clone(),
         sc.config.clone(),
+        sc.dynamic_config.clone(),
         sc.metadata.clone(),
         sc.cluster.clone(),
         sc.controller,
@@ -94,6 +97,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         shard_id: sc.shard_id,
         nr_shards: sc.nr_shards,
         config: sc.config,
+        dynamic_config: sc.dynamic_config,
         log_dir: sc.log_dir,
         metadata: sc.metadata,
         router: router.clone(),
@@ -170,8 +174,11 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             let forget = forget_fetch_sessions(&apis);
             map(rm.delete_logs(topic, forget), |()| ShardResponse::Done)
         }
-        ShardRequest::UpdateTopicConfig { topic } => {
-            rm.update_topic_config(&topic);
+        ShardRequest::UpdateTopicConfigs { topics } => {
+            let image = apis.metadata.image();
+            for info in topics.iter().filter_map(|t| image.topic(t)) {
+                rm.update_topic_config(info);
+            }
             ready(ShardResponse::Done)
         }
         ShardRequest::Forward { req } => Box::pin(async move {

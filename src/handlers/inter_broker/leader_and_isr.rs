@@ -130,12 +130,13 @@ fn topic_config(
         return t.config.clone();
     }
     let overrides = fetched.get(topic).cloned().unwrap_or_default();
-    match TopicConfig::from_overrides(&ctx.config, &overrides) {
+    let broker = ctx.dynamic_config.current();
+    match TopicConfig::from_overrides(&broker, &overrides) {
         Ok(c) => Arc::new(c),
         Err(e) => {
             log::warn!("topic {topic}: stored config invalid ({e}); using defaults");
             Arc::new(
-                TopicConfig::from_overrides(&ctx.config, &BTreeMap::new())
+                TopicConfig::from_overrides(&broker, &BTreeMap::new())
                     .expect("broker defaults are a valid topic config"),
             )
         }

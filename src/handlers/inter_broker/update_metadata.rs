@@ -47,7 +47,8 @@ pub async fn handle(
     // Re-read: only this shard publishes, but the image may have moved
     // while the configs were fetched.
     let current = ctx.metadata.image();
-    let next = image::apply_update_metadata(&current, &req, &ctx.config, &configs);
+    let broker = ctx.dynamic_config.current();
+    let next = image::apply_update_metadata(&current, &req, &broker, &configs);
     ctx.metadata.publish(next);
     remove_offsets_of_deleted_topics(ctx, &req);
     UpdateMetadataResponse {

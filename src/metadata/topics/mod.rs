@@ -625,28 +625,6 @@ pub fn add_partitions(
     store.multi(&ops).map(|_| ())
 }
 
-/// Replaces a topic's config overrides and posts a change notification
-/// (`/config/changes/config_change_<seq>`), atomically.
-pub fn set_topic_configs(
-    store: &mut dyn MetadataStore,
-    name: &str,
-    configs: &BTreeMap<String, String>,
-) -> StoreResult<()> {
-    if store.exists(CONFIG_CHANGES_PATH).is_none() {
-        store.create_all(CONFIG_CHANGES_PATH, b"")?;
-    }
-    let ops = vec![
-        config_write_op(store, name, configs),
-        Op::Create {
-            path: format!("{CONFIG_CHANGES_PATH}/config_change_"),
-            data: encode_config_change(&format!("topics/{name}")).into_bytes(),
-            ephemeral: false,
-            sequential: true,
-        },
-    ];
-    store.multi(&ops).map(|_| ())
-}
-
 /// Writes a partition's state if its znode version is `expected_version`
 /// (-1: any); returns the new version (Kafka's partition epoch).
 pub fn set_partition_state(

@@ -184,8 +184,8 @@ fn topic_lifecycle_on_embedded_store() {
     assert!(set_partition_state(s, "orders", 0, &new_state, 0).is_err());
 
     cfg.insert("cleanup.policy".to_string(), "compact".to_string());
-    set_topic_configs(s, "orders", &cfg).unwrap();
-    set_topic_configs(s, "orders", &cfg).unwrap();
+    crate::metadata::configs::change_entity_config(s, "topics/orders", &cfg).unwrap();
+    crate::metadata::configs::change_entity_config(s, "topics/orders", &cfg).unwrap();
     assert_eq!(get_topic(s, "orders").unwrap().unwrap().configs, cfg);
     let changes = s.children(CONFIG_CHANGES_PATH).unwrap();
     assert_eq!(

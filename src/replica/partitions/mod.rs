@@ -307,10 +307,19 @@ impl Partitions {
         Ok(())
     }
 
+    /// A topic's new config on its partitions here (Kafka's
+    /// `LogManager.updateTopicConfig`): read at each next use, so nothing
+    /// rolls or is deleted at once; a log no longer compacted stops any
+    /// cleaning pass in progress (`abortCleaning`).
     pub fn update_topic_config(&mut self, topic: &TopicInfo) {
-        if let Some(parts) = self.topics.get_mut(&topic.name) {
-            for p in parts.values_mut() {
-                p.set_config(topic.config.clone());
+        let Some(parts) = self.topics.get_mut(&topic.name) else {
+            return;
+        };
+        for p in parts.values_mut() {
+            let was_compacted = p.log.config().compact;
+            p.set_config(topic.config.clone());
+            if was_compacted && !p.log.config().compact {
+                self.cleaner.forget(p.log.dir());
             }
         }
     }

@@ -12,10 +12,13 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.AlterConfigsOptions;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
@@ -79,6 +82,7 @@ public final class Client {
             case "group-consume": GroupHost.run(opts); break;
             case "txn-etl": Transactions.etl(opts); break;
             case "streams-count": StreamsCount.run(opts); break;
+            case "incremental-alter-configs": incrementalAlterConfigs(opts, rest); break;
             default: throw new IllegalArgumentException("unknown subcommand " + argv[0]);
         }
         System.out.flush();
@@ -378,6 +382,71 @@ public final class Client {
             out.put("broker_config_count", cfgs.get(brokerRes).entries().size());
             ConfigEntry logDirs = cfgs.get(brokerRes).get("log.dirs");
             out.put("broker_log_dirs", logDirs == null ? null : logDirs.value());
+        }
+        System.out.println(Json.value(out));
+    }
+
+    /**
+     * incremental-alter-configs --resource topic:NAME | broker:ID | broker:
+     * (the cluster default) [--validate-only true] OP:key[=value] ...
+     * (OP one of SET, DELETE, APPEND, SUBTRACT): one
+     * Admin.incrementalAlterConfigs call, then a describeConfigs of the same
+     * resource. Prints {"error": null or {"class", "message"}, "dynamic":
+     * {name: value} of the entries whose source is the resource's own
+     * dynamic level, null when the describe fails}.
+     */
+    private static void incrementalAlterConfigs(Map<String, String> opts, List<String> ops) throws Exception {
+        String spec = need(opts, "resource");
+        int colon = spec.indexOf(':');
+        String kind = spec.substring(0, colon);
+        String name = spec.substring(colon + 1);
+        ConfigResource res;
+        ConfigEntry.ConfigSource own;
+        if (kind.equals("topic")) {
+            res = new ConfigResource(ConfigResource.Type.TOPIC, name);
+            own = ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG;
+        } else if (kind.equals("broker")) {
+            res = new ConfigResource(ConfigResource.Type.BROKER, name);
+            own = name.isEmpty() ? ConfigEntry.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+                    : ConfigEntry.ConfigSource.DYNAMIC_BROKER_CONFIG;
+        } else {
+            throw new IllegalArgumentException("bad --resource " + spec);
+        }
+        List<AlterConfigOp> alter = new ArrayList<>();
+        for (String op : ops) {
+            int c = op.indexOf(':');
+            AlterConfigOp.OpType type = AlterConfigOp.OpType.valueOf(op.substring(0, c));
+            String kv = op.substring(c + 1);
+            int eq = kv.indexOf('=');
+            String key = eq < 0 ? kv : kv.substring(0, eq);
+            String value = eq < 0 ? "" : kv.substring(eq + 1);
+            alter.add(new AlterConfigOp(new ConfigEntry(key, value), type));
+        }
+        boolean validateOnly = Boolean.parseBoolean(opts.getOrDefault("validate-only", "false"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (Admin admin = admin(opts)) {
+            Map<ConfigResource, Collection<AlterConfigOp>> req = new HashMap<>();
+            req.put(res, alter);
+            Object error = null;
+            try {
+                admin.incrementalAlterConfigs(req, new AlterConfigsOptions().validateOnly(validateOnly)).all().get();
+            } catch (ExecutionException e) {
+                Map<String, Object> err = new LinkedHashMap<>();
+                err.put("class", e.getCause().getClass().getSimpleName());
+                err.put("message", e.getCause().getMessage());
+                error = err;
+            }
+            out.put("error", error);
+            Map<String, Object> dynamic = new LinkedHashMap<>();
+            try {
+                Config cfg = admin.describeConfigs(List.of(res)).all().get().get(res);
+                for (ConfigEntry e : cfg.entries()) {
+                    if (e.source() == own) dynamic.put(e.name(), e.value());
+                }
+            } catch (ExecutionException e) {
+                dynamic = null;
+            }
+            out.put("dynamic", dynamic);
         }
         System.out.println(Json.value(out));
     }
