@@ -14,6 +14,7 @@ pub mod coordinator;
 pub mod handlers;
 pub mod metadata;
 pub mod protocol;
+pub mod quota;
 pub mod replica;
 pub mod router;
 pub mod server;

@@ -13,6 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["coordinator"],
     &["admin"],
     &["router"],
+    &["quota"],
     &["replica"],
     &["cluster"],
     &["controller"],

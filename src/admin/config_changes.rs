@@ -41,25 +41,37 @@ pub async fn read_entity(
     entity::fetch_entity_config(admin.store(), entity_path).map_err(store_err)
 }
 
-/// Writes an entity's whole override set and its change notification;
-/// returns once the write is durable.
+/// Writes an entity's whole override set and its change notification
+/// (a quota entity left empty is removed instead); returns once the write
+/// is durable.
 pub async fn write_entity(
     ctx: &TopicAdmin,
     entity_path: &str,
     props: &BTreeMap<String, String>,
 ) -> AdminResult<()> {
+    let quota_entity =
+        entity_path.starts_with(entity::USERS) || entity_path.starts_with(entity::CLIENTS);
+    let write = move |store: &mut dyn crate::metadata::MetadataStore,
+                      path: &str,
+                      props: &BTreeMap<String, String>| {
+        if quota_entity && props.is_empty() {
+            entity::remove_quota_entity(store, path)
+        } else {
+            entity::change_entity_config(store, path, props)
+        }
+    };
     if let Some(cluster) = &ctx.cluster {
         let path = entity_path.to_string();
         let props = props.clone();
         return cluster
-            .zk_call(move |zk| entity::change_entity_config(zk, &path, &props))
+            .zk_call(move |zk| write(zk, &path, &props))
             .await
             .map_err(store_err)?
             .map_err(store_err);
     }
     {
         let mut admin = embedded(ctx).borrow_mut();
-        entity::change_entity_config(admin.store_mut(), entity_path, props).map_err(store_err)?;
+        write(admin.store_mut(), entity_path, props).map_err(store_err)?;
         admin.purge_config_changes_if_due(crate::util::now_ms() as i64);
     }
     super::embedded::store_synced(embedded(ctx)).await;
@@ -86,8 +98,14 @@ pub async fn apply(ctx: &Rc<TopicAdmin>, entity: ConfigEntity, props: BTreeMap<S
             let broker = ctx.dynamic_config.update_broker(&props);
             rederive_topic_configs(ctx, &broker).await
         }
-        // Another broker's own configs, and quota entities: nothing here acts on them.
-        ConfigEntity::Broker(Some(_)) | ConfigEntity::Other(_) => Vec::new(),
+        ConfigEntity::Other(path) => {
+            if !ctx.quotas.update(path, &props) {
+                log::debug!("config change for {path}: no handler on this broker");
+            }
+            Vec::new()
+        }
+        // Another broker's own configs.
+        ConfigEntity::Broker(Some(_)) => Vec::new(),
     };
     // After the broker config moved, so the controller reads the new default.
     tell_controller(ctx, &entity, &props);

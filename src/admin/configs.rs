@@ -176,6 +176,41 @@ fn broker_target(my_id: i32, name: &str) -> AdminResult<Option<i32>> {
     Ok(Some(id))
 }
 
+/// The reconfigurables' own checks (Kafka's validateReconfiguration), as
+/// DynamicBrokerConfig wraps their failures. The log cleaner's: its thread
+/// count may at most halve or double in one change.
+fn validate_reconfiguration(
+    current: &crate::config::BrokerConfig,
+    props: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    const THREADS: &str = "log.cleaner.threads";
+    let Some(new) = props
+        .get(THREADS)
+        .and_then(|v| v.trim().parse::<i64>().ok())
+    else {
+        return Ok(());
+    };
+    let now: i64 = current
+        .originals()
+        .get(THREADS)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(1);
+    let refusal = if new < 1 {
+        "Log cleaner threads should be at least 1".to_string()
+    } else if new < now / 2 {
+        format!("Log cleaner threads cannot be reduced to less than half the current value {now}")
+    } else if new > now * 2 {
+        format!(
+            "Log cleaner threads cannot be increased to more than double the current value {now}"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "Invalid value org.apache.kafka.common.config.ConfigException: {refusal} for configuration Invalid dynamic configuration"
+    ))
+}
+
 async fn alter_broker(
     ctx: &Rc<TopicAdmin>,
     r: &AlterConfigsResource,
@@ -197,6 +232,7 @@ async fn alter_broker(
     // INVALID_REQUEST (KAFKA-13609).
     ctx.dynamic_config
         .validate(&props, target.is_some())
+        .and_then(|()| validate_reconfiguration(&ctx.dynamic_config.current(), &props))
         .map_err(|m| AdminError::new(errors::INVALID_REQUEST, m))?;
     if validate_only {
         return Ok(());

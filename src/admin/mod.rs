@@ -6,11 +6,13 @@
 
 pub mod assignment;
 pub mod auto_topic_creation;
+pub mod client_quotas;
 pub mod config_changes;
 pub mod configs;
 pub mod embedded;
 pub mod limits;
 pub mod logger_configs;
+pub mod scram_credentials;
 pub mod validate;
 pub mod zk;
 
@@ -23,6 +25,7 @@ use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::errors::{self, ErrorCode};
+use crate::quota::QuotaManagers;
 use crate::router::Router;
 
 /// One per shard: what topic admin needs. Admin requests run on the
@@ -34,6 +37,8 @@ pub struct TopicAdmin {
     /// As started (static); the live values are in `dynamic_config`.
     pub config: Arc<BrokerConfig>,
     pub dynamic_config: Arc<DynamicBrokerConfig>,
+    /// The broker's client quotas, fed by user and client-id config changes.
+    pub quotas: Arc<QuotaManagers>,
     pub metadata: Arc<MetadataCache>,
     /// Cluster mode: topics are created through ZooKeeper.
     pub cluster: Option<Arc<ClusterHandle>>,
@@ -47,6 +52,7 @@ impl TopicAdmin {
         router: Rc<Router>,
         config: Arc<BrokerConfig>,
         dynamic_config: Arc<DynamicBrokerConfig>,
+        quotas: Arc<QuotaManagers>,
         metadata: Arc<MetadataCache>,
         cluster: Option<Arc<ClusterHandle>>,
         embedded: Option<embedded::EmbeddedAdmin>,
@@ -57,6 +63,7 @@ impl TopicAdmin {
             router,
             config,
             dynamic_config,
+            quotas,
             metadata,
             cluster,
             embedded: embedded.map(RefCell::new),

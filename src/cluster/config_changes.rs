@@ -11,7 +11,7 @@
 use std::thread;
 use std::time::Duration;
 
-use crate::metadata::configs::{self as entity, ConfigEntity, EntityConfigChange};
+use crate::metadata::configs::{self as entity, EntityConfigChange};
 use crate::metadata::topics::CONFIG_CHANGES_PATH;
 use crate::metadata::MetadataStore;
 use crate::zk::ZkClient;
@@ -74,13 +74,11 @@ fn process_notifications(
     let mut last = None;
     for n in pending {
         match entity::classify_entity(&n.entity_path) {
-            Ok(e @ (ConfigEntity::Topic(_) | ConfigEntity::Broker(_))) => {
+            Ok(e) => {
                 let props =
                     entity::fetch_entity_config(zk, &n.entity_path).map_err(|e| e.to_string())?;
                 let _ = changes.unbounded_send(EntityConfigChange { entity: e, props });
             }
-            // Quota and credential entities have no handler on this broker.
-            Ok(ConfigEntity::Other(path)) => log::debug!("config change for {path} not applied"),
             Err(e) => log::error!("config change {}: {e}; skipped", n.sequence),
         }
         last = Some(n.sequence);

@@ -142,6 +142,12 @@ impl ClusterHandle {
         self.controller_epoch.load(Ordering::Acquire)
     }
 
+    /// Every stored quota entity with its configs, read before the broker
+    /// serves (blocking: start-up only).
+    pub fn read_quota_entities(&self) -> Result<Vec<entity::StoredEntityConfig>, String> {
+        entity::read_quota_entities(&self.zk).map_err(|e| format!("/config quota entities: {e}"))
+    }
+
     /// The config changes to apply; the controller shard takes them once.
     pub fn take_config_changes(
         &self,

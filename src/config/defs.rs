@@ -185,18 +185,22 @@ pub fn topic_def(name: &str) -> Option<&'static ConfigDef> {
 /// does).
 pub fn normalize_value(def: &ConfigDef, raw: &str) -> Result<String, super::ConfigError> {
     normalize(def, raw).map_err(|invalid| {
-        super::ConfigError::new(def.name, invalid.value.unwrap_or(raw), invalid.reason)
+        super::ConfigError::new(
+            def.name,
+            invalid.value.as_deref().unwrap_or(raw),
+            invalid.reason,
+        )
     })
 }
 
 /// Why a value is invalid; `value` when the offending part is not the
 /// whole value (one item of a list).
-struct Invalid<'a> {
-    value: Option<&'a str>,
+struct Invalid {
+    value: Option<String>,
     reason: String,
 }
 
-impl From<String> for Invalid<'_> {
+impl From<String> for Invalid {
     fn from(reason: String) -> Self {
         Invalid {
             value: None,
@@ -205,7 +209,7 @@ impl From<String> for Invalid<'_> {
     }
 }
 
-fn normalize<'a>(def: &ConfigDef, raw: &'a str) -> Result<String, Invalid<'a>> {
+fn normalize(def: &ConfigDef, raw: &str) -> Result<String, Invalid> {
     let value = raw.trim();
     let normalized = match def.config_type {
         T::Boolean => match value.to_ascii_lowercase().as_str() {
@@ -240,8 +244,20 @@ fn normalize<'a>(def: &ConfigDef, raw: &'a str) -> Result<String, Invalid<'a>> {
                 return Err("Expected value to be a finite double".to_string().into());
             }
             if let V::DoubleBetween(lo, hi) = def.validator {
-                if parsed < lo || parsed > hi {
-                    return Err(format!("Value must be between {lo:?} and {hi:?}").into());
+                // Kafka's Range prints the parsed value and its bounds as
+                // declared (`between(0, 1)`: integers).
+                let reason = if parsed < lo {
+                    format!("Value must be at least {lo}")
+                } else if parsed > hi {
+                    format!("Value must be no more than {hi}")
+                } else {
+                    String::new()
+                };
+                if !reason.is_empty() {
+                    return Err(Invalid {
+                        value: Some(java_double(parsed)),
+                        reason,
+                    });
                 }
             }
             java_double(parsed)
@@ -256,7 +272,7 @@ fn normalize<'a>(def: &ConfigDef, raw: &'a str) -> Result<String, Invalid<'a>> {
                 for item in &items {
                     if !allowed.contains(item) {
                         return Err(Invalid {
-                            value: Some(item),
+                            value: Some(item.to_string()),
                             reason: format!("String must be one of: {}", allowed.join(", ")),
                         });
                     }

@@ -4,6 +4,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
@@ -11,11 +12,13 @@ pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_producers;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -63,6 +66,7 @@ use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{encode_response, Request, Response};
+use crate::quota::{QuotaManagers, ShardQuotaCaches};
 use crate::replica::ReplicaManager;
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
@@ -75,6 +79,10 @@ pub struct KafkaApis {
     /// `dynamic_config.current()`.
     pub config: Arc<BrokerConfig>,
     pub dynamic_config: Arc<DynamicBrokerConfig>,
+    /// The broker's client quotas (shared by every shard) and this shard's
+    /// sensor caches.
+    pub quotas: Arc<QuotaManagers>,
+    pub quota_caches: ShardQuotaCaches,
     pub log_dir: PathBuf,
     pub metadata: Arc<MetadataCache>,
     pub router: Rc<Router>,
@@ -169,7 +177,10 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         | ApiKey::DeleteTopics
         | ApiKey::CreatePartitions
         | ApiKey::AlterConfigs
-        | ApiKey::IncrementalAlterConfigs => forward_to_controller(ctx, req).await,
+        | ApiKey::IncrementalAlterConfigs
+        | ApiKey::DescribeClientQuotas
+        | ApiKey::AlterClientQuotas
+        | ApiKey::DescribeUserScramCredentials => forward_to_controller(ctx, req).await,
         // The group coordinator lives on the controller shard.
         ApiKey::JoinGroup
         | ApiKey::SyncGroup
@@ -218,6 +229,11 @@ pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerRe
         ApiKey::CreatePartitions => create_partitions::handle(ctx, &req).await,
         ApiKey::AlterConfigs => alter_configs::handle(ctx, &req).await,
         ApiKey::IncrementalAlterConfigs => incremental_alter_configs::handle(ctx, &req).await,
+        ApiKey::DescribeClientQuotas => describe_client_quotas::handle(ctx, &req).await,
+        ApiKey::AlterClientQuotas => alter_client_quotas::handle(ctx, &req).await,
+        ApiKey::DescribeUserScramCredentials => {
+            describe_user_scram_credentials::handle(ctx, &req).await
+        }
         ApiKey::JoinGroup => join_group::handle(ctx, &req).await,
         ApiKey::SyncGroup => sync_group::handle(ctx, &req).await,
         ApiKey::Heartbeat => heartbeat::handle(ctx, &req),

@@ -18,7 +18,7 @@ use crate::handlers::txn_verification::{produce_needs_coordinator, verify_transa
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors::ErrorCode;
-use crate::protocol::{decode_body, errors, Request};
+use crate::protocol::{decode_body, errors, Request, Response};
 use crate::replica::{ProducePart, ProducePartResult, TxnVerification};
 use crate::router::ShardGroups;
 use crate::router::{ShardRequest, ShardResponse};
@@ -97,10 +97,34 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         {
             return Err("acks=0 produce failed".into());
         }
-        return Ok(None);
+        // No answer, but a throttled producer's connection is still muted.
+        let throttle_ms = record_produce_quota(ctx, req);
+        return Ok((throttle_ms > 0).then(|| Response {
+            chunks: Vec::new(),
+            throttle_ms,
+        }));
     }
-    let response = produce_response(req.api_version, &request, results);
-    respond(req, &response)
+    let throttle_ms = record_produce_quota(ctx, req);
+    let response = produce_response(req.api_version, &request, results)
+        .with_throttle_time_ms(i32::try_from(throttle_ms).unwrap_or(i32::MAX));
+    let mut response = respond(req, &response)?;
+    if let Some(r) = response.as_mut() {
+        r.throttle_ms = throttle_ms;
+    }
+    Ok(response)
+}
+
+/// Kafka's produce quota: the request's size is charged to the client
+/// after the append (an over-quota batch is still appended); the answer
+/// carries the throttle time and the connection is muted for it.
+fn record_produce_quota(ctx: &KafkaApis, req: &Request) -> u32 {
+    let client_id = req.header.client_id.as_deref().unwrap_or("");
+    ctx.quota_caches.record_produce(
+        &ctx.quotas,
+        client_id,
+        req.size_bytes,
+        crate::util::monotonic_ms(),
+    )
 }
 
 /// One result slot per partition, in request order: the partitions Kafka

@@ -20,6 +20,7 @@ pub const TOPICS: &str = "topics";
 pub const BROKERS: &str = "brokers";
 pub const USERS: &str = "users";
 pub const CLIENTS: &str = "clients";
+pub const IPS: &str = "ips";
 /// ZooKeeper's name for an entity's default (`ConfigEntityName.DEFAULT`).
 pub const DEFAULT_ENTITY: &str = "<default>";
 /// Notification child prefix (ConfigEntityChangeNotificationSequenceZNode).
@@ -55,6 +56,9 @@ pub fn fetch_entity_config(
 ) -> StoreResult<BTreeMap<String, String>> {
     let path = entity_config_path(entity_path);
     match store.get(&path) {
+        // A parent made for a child entity (`users/<u>` of
+        // `users/<u>/clients/<c>`) has no data: no configs, as in Kafka.
+        Ok((bytes, _)) if bytes.is_empty() => Ok(BTreeMap::new()),
         Ok((bytes, _)) => decode_entity_config(&path, &bytes),
         Err(StoreError::NoNode(_)) => Ok(BTreeMap::new()),
         Err(e) => Err(e),
@@ -102,11 +106,106 @@ pub fn change_entity_config(
     store.multi(&[write, notify]).map(|_| ())
 }
 
+/// Kafka's changeConfigs for a quota entity left with no configs
+/// (tryCleanQuotaNodes): the entity's znode goes if it has no children,
+/// and so do a user's `clients` node and the user's own node once empty;
+/// the change notification is posted all the same.
+pub fn remove_quota_entity(store: &mut dyn MetadataStore, entity_path: &str) -> StoreResult<()> {
+    if store.exists(CONFIG_CHANGES_PATH).is_none() {
+        create_if_absent(store, CONFIG_CHANGES_PATH)?;
+    }
+    let mut path = entity_config_path(entity_path);
+    // Up the chain `/config/users/<u>/clients/<c>` → `.../clients` → `/config/users/<u>`.
+    loop {
+        let is_entity = path == entity_config_path(entity_path);
+        let removable = match store.children(&path) {
+            // The entity's own configs are what is being removed.
+            Ok(children) => children.is_empty() && (is_entity || has_no_configs(store, &path)?),
+            Err(StoreError::NoNode(_)) => false,
+            Err(e) => return Err(e),
+        };
+        if removable {
+            store.delete(&path, ANY_VERSION)?;
+        } else if is_entity && store.exists(&path).is_some() {
+            // An entity with child entities stays, with no configs of its own.
+            let empty = encode_entity_config(&BTreeMap::new());
+            store.set(&path, empty.as_bytes(), ANY_VERSION)?;
+        }
+        let parent = super::parent_of(&path).to_string();
+        let depth = parent.matches('/').count();
+        // Stop at `/config/users` (and `/config/clients`): never removed.
+        if !removable || depth < 3 {
+            break;
+        }
+        path = parent;
+    }
+    store
+        .create(
+            &format!("{CONFIG_CHANGES_PATH}/{CHANGE_PREFIX}"),
+            encode_config_change(entity_path).as_bytes(),
+            false,
+            true,
+        )
+        .map(|_| ())
+}
+
+/// A node with no data, or an entity node with an empty config set.
+fn has_no_configs(store: &dyn MetadataStore, path: &str) -> StoreResult<bool> {
+    let (bytes, _) = store.get(path)?;
+    Ok(bytes.is_empty() || decode_entity_config(path, &bytes).is_ok_and(|c| c.is_empty()))
+}
+
 fn create_if_absent(store: &mut dyn MetadataStore, path: &str) -> StoreResult<()> {
     match store.create_all(path, b"") {
         Ok(_) | Err(StoreError::NodeExists(_)) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Every stored quota entity path (`users/<u>`, `users/<u>/clients/<c>`,
+/// `clients/<c>`, `ips/<ip>`), for DescribeClientQuotas and start-up.
+pub fn list_quota_entities(store: &dyn MetadataStore) -> StoreResult<Vec<String>> {
+    let children = |path: &str| match store.children(path) {
+        Ok(c) => Ok(c),
+        Err(StoreError::NoNode(_)) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    };
+    let mut out = Vec::new();
+    for user in children(&format!("/config/{USERS}"))? {
+        out.push(format!("{USERS}/{user}"));
+        for client in children(&format!("/config/{USERS}/{user}/{CLIENTS}"))? {
+            out.push(format!("{USERS}/{user}/{CLIENTS}/{client}"));
+        }
+    }
+    for client in children(&format!("/config/{CLIENTS}"))? {
+        out.push(format!("{CLIENTS}/{client}"));
+    }
+    for ip in children(&format!("/config/{IPS}"))? {
+        out.push(format!("{IPS}/{ip}"));
+    }
+    Ok(out)
+}
+
+/// One stored entity and its configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntityConfig {
+    pub entity_path: String,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Every stored quota entity with its configs (start-up, and
+/// DescribeClientQuotas, which reads the store as Kafka reads ZooKeeper).
+pub fn read_quota_entities(store: &dyn MetadataStore) -> StoreResult<Vec<StoredEntityConfig>> {
+    list_quota_entities(store)?
+        .into_iter()
+        .map(|entity_path| {
+            let configs = fetch_entity_config(store, &entity_path)?;
+            Ok(StoredEntityConfig {
+                entity_path,
+                configs,
+            })
+        })
+        .collect()
 }
 
 /// The sequence number of a notification child, None for other names.
@@ -283,6 +382,40 @@ mod tests {
             fetch_entity_config(&s, "users/alice/clients/app").unwrap(),
             cfg
         );
+        // The user node made as the pair's parent holds no configs.
+        assert!(fetch_entity_config(&s, "users/alice").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_emptied_quota_entity_is_removed_with_its_empty_parents() {
+        let (_d, mut s) = store();
+        let cfg: BTreeMap<String, String> = [("producer_byte_rate".into(), "1".into())].into();
+        change_entity_config(&mut s, "users/alice/clients/app", &cfg).unwrap();
+        change_entity_config(&mut s, "users/bob", &cfg).unwrap();
+        change_entity_config(&mut s, "users/bob/clients/x", &cfg).unwrap();
+        change_entity_config(&mut s, "clients/<default>", &cfg).unwrap();
+        assert_eq!(
+            list_quota_entities(&s).unwrap(),
+            [
+                "users/alice",
+                "users/alice/clients/app",
+                "users/bob",
+                "users/bob/clients/x",
+                "clients/<default>"
+            ]
+        );
+        remove_quota_entity(&mut s, "users/alice/clients/app").unwrap();
+        assert!(s.exists("/config/users/alice").is_none());
+        assert!(s.exists("/config/users").is_some());
+        // A user with client entities keeps its node, emptied.
+        remove_quota_entity(&mut s, "users/bob").unwrap();
+        assert!(fetch_entity_config(&s, "users/bob").unwrap().is_empty());
+        // Its last client takes the emptied user node with it.
+        remove_quota_entity(&mut s, "users/bob/clients/x").unwrap();
+        assert!(s.exists("/config/users/bob").is_none());
+        remove_quota_entity(&mut s, "clients/<default>").unwrap();
+        assert!(list_quota_entities(&s).unwrap().is_empty());
+        assert_eq!(pending_notifications(&s, None).unwrap().len(), 8);
     }
 
     #[test]

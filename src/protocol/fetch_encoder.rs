@@ -94,6 +94,26 @@ fn put_string(buf: &mut BytesMut, flexible: bool, s: &str) {
 /// error (the connection is then closed) when `version` has no encoding
 /// here or the response would pass Kafka's i32 size prefix; the handler
 /// bounds responses by `fetch.max.bytes`, so the latter means a bug.
+/// Sets the throttle time of an encoded Fetch response (v1+; v0 has no
+/// such field) and the connection's mute: the time is known only once the
+/// response's size has been charged to the client's quota.
+pub fn set_fetch_throttle_time(response: &mut Response, version: i16, throttle_ms: u32) {
+    response.throttle_ms = throttle_ms;
+    if version < 1 {
+        return;
+    }
+    // size, correlation id, then the header's tagged fields from v12.
+    let at = if version >= 12 { 9 } else { 8 };
+    let Some(Chunk::Bytes(head)) = response.chunks.first_mut() else {
+        unreachable!("a Fetch response starts with its header bytes");
+    };
+    assert!(head.len() >= at + 4, "the header holds throttle_time_ms");
+    let mut patched = BytesMut::from(&head[..]);
+    let value = i32::try_from(throttle_ms).unwrap_or(i32::MAX);
+    patched[at..at + 4].copy_from_slice(&value.to_be_bytes());
+    *head = patched.freeze();
+}
+
 pub fn encode_fetch_response(
     version: i16,
     correlation_id: i32,
@@ -211,7 +231,10 @@ pub fn encode_fetch_response(
         put_uvarint(&mut buf, 0); // top-level tagged fields
     }
     chunks.push(Chunk::Bytes(buf.freeze()));
-    let mut response = Response { chunks };
+    let mut response = Response {
+        chunks,
+        throttle_ms: 0,
+    };
     let total = response.total_len();
     if total - 4 > i32::MAX as usize {
         return Err(format!(

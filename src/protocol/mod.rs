@@ -59,6 +59,9 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::DescribeConfigs, 0, 4),
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::DescribeCluster, 0, 1),
     api(ApiKey::FindCoordinator, 0, 6),
     api(ApiKey::JoinGroup, 0, 9),
@@ -98,6 +101,9 @@ pub struct Request {
     /// The client's address as Kafka prints it ("/127.0.0.1"), shared by
     /// every request of a connection.
     pub client_host: Arc<str>,
+    /// Header and body bytes (Kafka's `request.sizeInBytes`, what a
+    /// producer's byte-rate quota counts).
+    pub size_bytes: usize,
 }
 
 #[derive(Debug)]
@@ -133,6 +139,7 @@ pub fn parse_request(mut frame: Bytes, client_host: &Arc<str>) -> Result<Request
             correlation_id,
         });
     }
+    let size_bytes = frame.len();
     let header_version = api_key.request_header_version(api_version);
     let header = RequestHeader::decode(&mut frame, header_version)
         .map_err(|e| FrameError::BadHeader(e.to_string()))?;
@@ -142,6 +149,7 @@ pub fn parse_request(mut frame: Bytes, client_host: &Arc<str>) -> Result<Request
         header,
         body: frame,
         client_host: client_host.clone(),
+        size_bytes,
     })
 }
 
@@ -154,12 +162,16 @@ pub enum Chunk {
 
 pub struct Response {
     pub chunks: Vec<Chunk>,
+    /// A client quota's throttle: the connection reads nothing more for
+    /// this long after the response is sent (KIP-219 muting).
+    pub throttle_ms: u32,
 }
 
 impl Response {
     pub fn from_bytes(b: Bytes) -> Self {
         Response {
             chunks: vec![Chunk::Bytes(b)],
+            throttle_ms: 0,
         }
     }
     pub fn total_len(&self) -> usize {
@@ -255,6 +267,13 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
         }
         ApiKey::CreatePartitions => decode_body::<m::CreatePartitionsRequest>(&req).map(|_| ()),
         ApiKey::DescribeCluster => decode_body::<m::DescribeClusterRequest>(&req).map(|_| ()),
+        ApiKey::DescribeClientQuotas => {
+            decode_body::<m::DescribeClientQuotasRequest>(&req).map(|_| ())
+        }
+        ApiKey::AlterClientQuotas => decode_body::<m::AlterClientQuotasRequest>(&req).map(|_| ()),
+        ApiKey::DescribeUserScramCredentials => {
+            decode_body::<m::DescribeUserScramCredentialsRequest>(&req).map(|_| ())
+        }
         ApiKey::FindCoordinator => decode_body::<m::FindCoordinatorRequest>(&req).map(|_| ()),
         ApiKey::JoinGroup => decode_body::<m::JoinGroupRequest>(&req).map(|_| ()),
         ApiKey::SyncGroup => decode_body::<m::SyncGroupRequest>(&req).map(|_| ()),

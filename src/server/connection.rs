@@ -4,13 +4,14 @@
 //! the shard's share of `queued.max.request.bytes`; runs each request,
 //! writes responses in request order.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncRead, AsyncWriteExt};
@@ -245,14 +246,46 @@ fn verifies_transaction(ctx: &KafkaApis, req: &Request) -> bool {
 /// a producer's pipelined requests share appends and disk writes.
 const MAX_PIPELINED_PRODUCES: usize = 16;
 
+/// Until when a throttled connection reads nothing (Kafka mutes the
+/// channel for a response's throttle time, KIP-219).
+#[derive(Default)]
+struct Mute(Cell<Option<Instant>>);
+
+impl Mute {
+    fn extend(&self, throttle_ms: u32) {
+        if throttle_ms == 0 {
+            return;
+        }
+        let until = Instant::now() + Duration::from_millis(u64::from(throttle_ms));
+        if self.0.get().is_none_or(|t| t < until) {
+            self.0.set(Some(until));
+        }
+    }
+
+    /// How long reading must still wait; clears an expired mute.
+    fn remaining(&self) -> Option<Duration> {
+        let until = self.0.get()?;
+        let now = Instant::now();
+        if until <= now {
+            self.0.set(None);
+            return None;
+        }
+        Some(until - now)
+    }
+}
+
 async fn write_result(
     ctx: &KafkaApis,
     stream: &mut TcpStream,
     result: handlers::HandlerResult,
     scratch: &mut Vec<u8>,
+    mute: &Mute,
 ) -> Result<(), String> {
     let written = match result {
-        Ok(Some(resp)) => write_response(ctx, stream, resp, scratch).await,
+        Ok(Some(resp)) => {
+            mute.extend(resp.throttle_ms);
+            write_response(ctx, stream, resp, scratch).await
+        }
         Ok(None) => Ok(()),
         Err(e) => Err(e),
     };
@@ -269,10 +302,11 @@ async fn drain_in_flight(
     stream: &mut TcpStream,
     in_flight: &mut VecDeque<InFlight>,
     scratch: &mut Vec<u8>,
+    mute: &Mute,
 ) -> Result<(), String> {
     while let Some(task) = in_flight.pop_front() {
         let result = task.await;
-        write_result(ctx, stream, result, scratch).await?;
+        write_result(ctx, stream, result, scratch, mute).await?;
     }
     Ok(())
 }
@@ -281,6 +315,7 @@ async fn drain_in_flight(
 enum Woken {
     Read(Result<(), String>),
     Answered(handlers::HandlerResult),
+    Unmuted,
 }
 
 /// A connection's reading state.
@@ -292,6 +327,7 @@ struct Reader<'a> {
     charge: Charge,
     max_request_bytes: usize,
     idle_ms: i64,
+    mute: &'a Mute,
 }
 
 impl Reader<'_> {
@@ -310,8 +346,34 @@ impl Reader<'_> {
             charge,
             max_request_bytes,
             idle_ms,
+            mute,
         } = self;
         loop {
+            // A throttled connection takes no request, read or buffered,
+            // until its mute ends; answers of earlier requests still go out.
+            if let Some(wait) = mute.remaining() {
+                let woken = match in_flight.front_mut() {
+                    Some(front) => {
+                        futures_lite::future::or(
+                            async {
+                                glommio::timer::sleep(wait).await;
+                                Woken::Unmuted
+                            },
+                            async { Woken::Answered(front.await) },
+                        )
+                        .await
+                    }
+                    None => {
+                        glommio::timer::sleep(wait).await;
+                        Woken::Unmuted
+                    }
+                };
+                if let Woken::Answered(result) = woken {
+                    in_flight.pop_front();
+                    write_result(ctx, stream, result, scratch, mute).await?;
+                }
+                continue;
+            }
             let limits = match take_frame(buf, *max_request_bytes)? {
                 Ok(frame) => {
                     let frame_charge = charge.split(4 + frame.len());
@@ -338,8 +400,9 @@ impl Reader<'_> {
                 Woken::Read(r) => r?,
                 Woken::Answered(result) => {
                     in_flight.pop_front();
-                    write_result(ctx, stream, result, scratch).await?;
+                    write_result(ctx, stream, result, scratch, mute).await?;
                 }
+                Woken::Unmuted => {}
             }
         }
     }
@@ -350,12 +413,14 @@ async fn serve_inner(
     pool: &Rc<RequestMemoryPool>,
     stream: &mut TcpStream,
 ) -> Result<(), String> {
+    let mute = Mute::default();
     let mut reader = Reader {
         pool,
         buf: BytesMut::new(),
         charge: pool.charge(),
         max_request_bytes: ctx.config.socket_request_max_bytes.max(0) as usize,
         idle_ms: ctx.config.connections_max_idle_ms,
+        mute: &mute,
     };
     let mut scratch = Vec::new();
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
@@ -382,7 +447,7 @@ async fn serve_inner(
         if ctx.cluster.is_some() && frame.len() >= 2 {
             let api_key = i16::from_be_bytes([frame[0], frame[1]]);
             if handlers::inter_broker::versions(api_key).is_some() {
-                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch).await?;
+                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
                 let resp = handlers::inter_broker::serve(ctx, frame).await?;
                 drop(frame_charge);
                 stream.write_all(&resp).await.map_err(|e| e.to_string())?;
@@ -397,7 +462,7 @@ async fn serve_inner(
                 while in_flight.len() >= MAX_PIPELINED_PRODUCES {
                     let task = in_flight.pop_front().expect("non-empty");
                     let result = task.await;
-                    write_result(ctx, stream, result, &mut scratch).await?;
+                    write_result(ctx, stream, result, &mut scratch, &mute).await?;
                 }
                 let ctx = ctx.clone();
                 // The request's bytes stay charged until its handler is done.
@@ -409,17 +474,17 @@ async fn serve_inner(
             }
             Ok(req) => {
                 // Everything else runs alone, after the produces before it.
-                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch).await?;
+                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
                 let result = handlers::dispatch(ctx, req).await;
                 drop(frame_charge);
-                write_result(ctx, stream, result, &mut scratch).await?;
+                write_result(ctx, stream, result, &mut scratch, &mute).await?;
             }
             Err(FrameError::UnsupportedVersion {
                 api_key: ApiKey::ApiVersions,
                 correlation_id,
                 ..
             }) => {
-                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch).await?;
+                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
                 let b = unsupported_version_response(correlation_id);
                 stream.write_all(&b).await.map_err(|e| e.to_string())?;
             }

@@ -279,6 +279,7 @@ async fn start_shard(
         nr_shards: 1,
         config: config.clone(),
         dynamic_config,
+        quotas: Arc::new(crate::quota::QuotaManagers::new(&config)),
         log_dir,
         metadata,
         startup_checkpoints: HashMap::new(),

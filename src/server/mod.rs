@@ -36,6 +36,7 @@ use crate::metadata::embedded::EmbeddedStore;
 use crate::metadata::meta_properties::write_meta_properties;
 use crate::metadata::metadata_cache::{MetadataCache, MetadataImage};
 use crate::protocol::probe::{probe_port, PortProbe};
+use crate::quota::QuotaManagers;
 use crate::replica::partitions::{log_dir_op_done, PreparedLogs};
 use crate::replica::CheckpointEntry;
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
@@ -135,6 +136,7 @@ struct StartupMetadata {
     config: Arc<BrokerConfig>,
     /// The live broker config, with the stored dynamic configs.
     dynamic_config: Arc<DynamicBrokerConfig>,
+    quotas: Arc<QuotaManagers>,
     /// The embedded store's single-broker controller (no ZooKeeper).
     controller: Option<EmbeddedAdmin>,
     /// Cluster mode (`zookeeper.connect` set).
@@ -146,6 +148,7 @@ struct StartupMetadata {
 struct Broker {
     config: Arc<BrokerConfig>,
     dynamic_config: Arc<DynamicBrokerConfig>,
+    quotas: Arc<QuotaManagers>,
     log_dir: PathBuf,
     nr_shards: usize,
     metadata: Arc<MetadataCache>,
@@ -226,9 +229,11 @@ fn open_metadata(
             controller_id: -1,
             ..Default::default()
         };
+        let quotas = load_quotas(&resolved, cluster.read_quota_entities()?);
         return Ok(StartupMetadata {
             config: Arc::new(resolved),
             dynamic_config: cluster.dynamic_config.clone(),
+            quotas,
             controller: None,
             cluster: Some(cluster),
             image,
@@ -239,6 +244,9 @@ fn open_metadata(
     let mut controller = EmbeddedAdmin::open(store, config.clone())?;
     let dynamic_config = controller.load_dynamic_config()?;
     let image = controller.build_image(&dynamic_config.current())?;
+    let stored_quotas = crate::metadata::configs::read_quota_entities(controller.store())
+        .map_err(|e| format!("metadata store quota entities: {e}"))?;
+    let quotas = load_quotas(&config, stored_quotas);
     // Start-up's own writes were synced; from here the shard leaves them
     // to the metadata-sync thread.
     controller.defer_store_syncs();
@@ -246,10 +254,23 @@ fn open_metadata(
     Ok(StartupMetadata {
         config,
         dynamic_config,
+        quotas,
         controller: Some(controller),
         cluster: None,
         image,
     })
+}
+
+/// The client quota managers with every stored user and client-id quota.
+fn load_quotas(
+    config: &BrokerConfig,
+    stored: Vec<crate::metadata::configs::StoredEntityConfig>,
+) -> Arc<QuotaManagers> {
+    let quotas = Arc::new(QuotaManagers::new(config));
+    for e in &stored {
+        quotas.update(&e.entity_path, &e.configs);
+    }
+    quotas
 }
 
 /// A flag SIGTERM and SIGINT set.
@@ -285,6 +306,7 @@ impl Broker {
         Ok(Broker {
             config: metadata.config,
             dynamic_config: metadata.dynamic_config,
+            quotas: metadata.quotas,
             log_dir,
             nr_shards,
             metadata: Arc::new(MetadataCache::new(metadata.image)),
@@ -334,6 +356,7 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         nr_shards: broker.nr_shards,
         config: config.clone(),
         dynamic_config: broker.dynamic_config.clone(),
+        quotas: broker.quotas.clone(),
         log_dir: broker.log_dir.clone(),
         metadata: broker.metadata.clone(),
         startup_checkpoints: checkpoints,
@@ -644,6 +667,8 @@ pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
     // Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
     let isr_check_every_ms = (ctx.config.replica_lag_time_max_ms / 2).max(1) as u64;
     let mut last_isr_check = now_ms();
+    const SENSOR_EXPIRY_EVERY_MS: u64 = 60_000;
+    let mut last_sensor_expiry = now_ms();
     while !ctx.is_shutting_down() {
         glommio::timer::sleep(Duration::from_millis(200)).await;
         if ctx.is_shutting_down() {
@@ -658,6 +683,11 @@ pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
             .partitions_mut()
             .maintenance(now as i64, run_retention);
         ctx.replica_manager.start_roll_syncs();
+        // Kafka's sensor expiry runs on its metrics thread; here once a minute.
+        if ctx.shard_id == CONTROLLER_SHARD && now - last_sensor_expiry >= SENSOR_EXPIRY_EVERY_MS {
+            last_sensor_expiry = now;
+            ctx.quotas.expire_inactive(crate::util::monotonic_ms());
+        }
         if ctx.cluster.is_some() && now - last_isr_check >= isr_check_every_ms {
             last_isr_check = now;
             ctx.replica_manager

@@ -24,6 +24,7 @@ use crate::handlers::{self, KafkaApis};
 use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
+use crate::quota::{QuotaManagers, ShardQuotaCaches};
 use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager, RoleChange, TxnMarkerPart};
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
@@ -36,6 +37,7 @@ pub struct ShardConfig {
     pub nr_shards: usize,
     pub config: Arc<BrokerConfig>,
     pub dynamic_config: Arc<DynamicBrokerConfig>,
+    pub quotas: Arc<QuotaManagers>,
     pub log_dir: PathBuf,
     pub metadata: Arc<MetadataCache>,
     /// (recovery point, log start offset) per partition, from the checkpoints.
@@ -71,6 +73,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         router.clone(),
         sc.config.clone(),
         sc.dynamic_config.clone(),
+        sc.quotas.clone(),
         sc.metadata.clone(),
         sc.cluster.clone(),
         sc.controller,
@@ -98,6 +101,8 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         nr_shards: sc.nr_shards,
         config: sc.config,
         dynamic_config: sc.dynamic_config,
+        quotas: sc.quotas,
+        quota_caches: ShardQuotaCaches::default(),
         log_dir: sc.log_dir,
         metadata: sc.metadata,
         router: router.clone(),

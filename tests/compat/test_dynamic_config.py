@@ -19,7 +19,6 @@ target from the environment instead of importing conftest.
 
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -50,13 +49,11 @@ NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 RECORD_TOO_LARGE = 10  # MESSAGE_TOO_LARGE
 NOT_ENOUGH_REPLICAS = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 SOURCE_TOPIC = 1
 SOURCE_BROKER = 2
 SOURCE_DEFAULT_BROKER = 3
-SOURCE_STATIC = 4
 SOURCE_DEFAULT = 5
 
 
@@ -108,8 +105,7 @@ def configs_ok(bootstrap, *args):
 
 
 def configs_fail(bootstrap, *args):
-    """Runs a command that must fail: exit status 1, nothing on stdout but
-    a describe header; returns stderr."""
+    """Runs a command that must fail (exit status 1); returns stderr."""
     r = kafka_configs(bootstrap, *args)
     assert r.returncode == 1, f"kafka-configs {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r.stderr
@@ -164,8 +160,13 @@ def wait_describe(bootstrap, entity_args, want_header, want_lines, timeout_s=15)
     or the KRaft metadata log): polls kafka-configs --describe until it
     shows exactly `want_lines`."""
     want = (want_header, set(want_lines))
-    return wait_until(lambda: describe_out(bootstrap, entity_args) == want or None, timeout_s,
-                      f"describe {entity_args} == {want}", 0.1) and want
+    deadline = time.monotonic() + timeout_s
+    while True:
+        have = describe_out(bootstrap, entity_args)
+        if have == want:
+            return
+        assert time.monotonic() < deadline, f"kafka-configs {entity_args} --describe: {have}, want {want}"
+        time.sleep(0.1)
 
 
 # --- the Java AdminClient (tests/compat/java Client incremental-alter-configs)
@@ -311,6 +312,25 @@ def topic_overrides(port, topic):
     return {k: v for k, (v, source, _) in configs.items() if source == SOURCE_TOPIC}
 
 
+def wait_overrides(port, topic, want, timeout_s=10):
+    """The topic's own configs become `want`. Immediate in ZooKeeper mode
+    (DescribeConfigs reads the znode); a KRaft broker sees the change once
+    its metadata catches up, a moment after the response."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        have = topic_overrides(port, topic)
+        if have == want:
+            return
+        assert time.monotonic() < deadline, f"{topic}: overrides {have}, want {want}"
+        time.sleep(0.05)
+
+
+def wait_produce(port, topic, values, want, timeout_s=10):
+    """Produces until the error code is `want` (a changed topic config
+    reaches a KRaft broker's log a moment after the alter returns)."""
+    wait_until(lambda: produce(port, topic, values) == want, timeout_s, f"produce to {topic} answering {want}", 0.1)
+
+
 def produce(port, topic, values, acks=-1, partition=0):
     """One raw Produce v3 batch of `values` to one broker; the error code."""
     batch = cu.record_batch([(None, v, []) for v in values], int(time.time() * 1000))
@@ -373,20 +393,22 @@ def test_topic_add_describe_delete(dbroker):
     out = configs_ok(bs, *topic_args(t), "--alter", "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")
     assert out.strip() == f"Completed updating config for topic {t}."
     policy = topic_line("cleanup.policy", "compact,delete", ("DEFAULT_CONFIG", "log.cleanup.policy", "delete"))
+    wait_overrides(dbroker.port, t, {"retention.ms": "1000", "cleanup.policy": "compact,delete"})
     assert describe_out(bs, topic_args(t)) == (
         f"Dynamic configs for topic {t} are:",
         {topic_line("retention.ms", "1000"), policy},
     )
-    assert topic_overrides(dbroker.port, t) == {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
 
     out = configs_ok(bs, *topic_args(t), "--alter", "--delete-config", "retention.ms")
     assert out.strip() == f"Completed updating config for topic {t}."
+    wait_overrides(dbroker.port, t, {"cleanup.policy": "compact,delete"})
     assert describe_out(bs, topic_args(t)) == (f"Dynamic configs for topic {t} are:", {policy})
     # The tool checks deletes against the topic's dynamic configs itself.
     err = configs_fail(bs, *topic_args(t), "--alter", "--delete-config", "retention.ms")
     assert err.strip() == "Invalid config(s): retention.ms"
     # Added and deleted in one command: one IncrementalAlterConfigs.
     configs_ok(bs, *topic_args(t), "--alter", "--add-config", "segment.ms=3600000", "--delete-config", "cleanup.policy")
+    wait_overrides(dbroker.port, t, {"segment.ms": "3600000"})
     assert describe_out(bs, topic_args(t)) == (
         f"Dynamic configs for topic {t} are:",
         {topic_line("segment.ms", "3600000")},
@@ -424,6 +446,7 @@ def test_topic_bad_values(dbroker):
     bs, t = dbroker.bootstrap, "dc-bad-value"
     create_topic(bs, t)
     configs_ok(bs, *topic_args(t), "--alter", "--add-config", "retention.ms=7000")
+    wait_overrides(dbroker.port, t, {"retention.ms": "7000"})
     for kv, text in BAD_VALUES:
         err = configs_fail(bs, *topic_args(t), "--alter", "--add-config", kv)
         assert "org.apache.kafka.common.errors.InvalidConfigurationException: " in err, err
@@ -522,43 +545,54 @@ def test_broker_read_only_key(dbroker, level):
             "Not a number of type INT") in err, err
 
 
+def java_ok(bootstrap, resource, *ops, validate_only=False):
+    r = java_incremental(bootstrap, resource, *ops, validate_only=validate_only)
+    assert r["error"] is None, r
+    return r
+
+
 def test_java_incremental_ops(dbroker):
-    bs, t = dbroker.bootstrap, "dc-java-ops"
+    bs, port, t = dbroker.bootstrap, dbroker.port, "dc-java-ops"
     create_topic(bs, t)
     res = f"topic:{t}"
-    r = java_incremental(bs, res, "SET:cleanup.policy=compact", "SET:retention.ms=1000")
-    assert r == {"error": None, "dynamic": {"cleanup.policy": "compact", "retention.ms": "1000"}}
-    r = java_incremental(bs, res, "APPEND:cleanup.policy=delete")
-    assert r["error"] is None and r["dynamic"]["cleanup.policy"] == "compact,delete"
-    # A value already in the list is not appended again.
-    r = java_incremental(bs, res, "APPEND:cleanup.policy=delete")
-    assert r["error"] is None and r["dynamic"]["cleanup.policy"] == "compact,delete"
-    r = java_incremental(bs, res, "SUBTRACT:cleanup.policy=compact")
-    assert r == {"error": None, "dynamic": {"cleanup.policy": "delete", "retention.ms": "1000"}}
-    r = java_incremental(bs, res, "DELETE:retention.ms")
-    assert r == {"error": None, "dynamic": {"cleanup.policy": "delete"}}
+    java_ok(bs, res, "SET:cleanup.policy=compact", "SET:retention.ms=1000")
+    wait_overrides(port, t, {"cleanup.policy": "compact", "retention.ms": "1000"})
+    java_ok(bs, res, "APPEND:cleanup.policy=delete")
+    wait_overrides(port, t, {"cleanup.policy": "compact,delete", "retention.ms": "1000"})
+    # A value already in the list is not appended again; SET beside it.
+    java_ok(bs, res, "APPEND:cleanup.policy=delete", "SET:segment.ms=3600000")
+    wait_overrides(port, t, {"cleanup.policy": "compact,delete", "retention.ms": "1000", "segment.ms": "3600000"})
+    java_ok(bs, res, "SUBTRACT:cleanup.policy=compact")
+    wait_overrides(port, t, {"cleanup.policy": "delete", "retention.ms": "1000", "segment.ms": "3600000"})
+    java_ok(bs, res, "DELETE:retention.ms")
+    wait_overrides(port, t, {"cleanup.policy": "delete", "segment.ms": "3600000"})
     # Deleting an absent key is not an error.
-    r = java_incremental(bs, res, "DELETE:retention.ms", "DELETE:segment.ms")
-    assert r == {"error": None, "dynamic": {"cleanup.policy": "delete"}}
+    java_ok(bs, res, "DELETE:retention.ms", "DELETE:segment.ms")
+    wait_overrides(port, t, {"cleanup.policy": "delete"})
+    # Subtracting every element leaves an empty list, still an override.
+    java_ok(bs, res, "SUBTRACT:cleanup.policy=delete")
+    wait_overrides(port, t, {"cleanup.policy": ""})
     # APPEND without an override starts from the default (delete).
     t2 = "dc-java-append"
     create_topic(bs, t2)
-    r = java_incremental(bs, f"topic:{t2}", "APPEND:cleanup.policy=compact")
-    assert r == {"error": None, "dynamic": {"cleanup.policy": "delete,compact"}}
+    java_ok(bs, f"topic:{t2}", "APPEND:cleanup.policy=compact")
+    wait_overrides(port, t2, {"cleanup.policy": "delete,compact"})
 
 
 def test_java_validate_only_changes_nothing(dbroker):
-    bs, t = dbroker.bootstrap, "dc-java-validate"
+    bs, port, t = dbroker.bootstrap, dbroker.port, "dc-java-validate"
     create_topic(bs, t)
-    java_incremental(bs, f"topic:{t}", "SET:retention.ms=1000")
-    r = java_incremental(bs, f"topic:{t}", "SET:retention.ms=5", "SET:cleanup.policy=compact", validate_only=True)
-    assert r == {"error": None, "dynamic": {"retention.ms": "1000"}}
+    java_ok(bs, f"topic:{t}", "SET:retention.ms=1000")
+    wait_overrides(port, t, {"retention.ms": "1000"})
+    java_ok(bs, f"topic:{t}", "SET:retention.ms=5", "SET:cleanup.policy=compact", validate_only=True)
     r = java_incremental(bs, f"topic:{t}", "SET:retention.ms=abc", validate_only=True)
     assert r["error"]["class"] == "InvalidConfigurationException"
     assert r["error"]["message"].endswith("Invalid value abc for configuration retention.ms: Not a number of type LONG")
-    [res] = alter_configs(dbroker.port, [(TOPIC, t, {"segment.ms": "1000"})], validate_only=True)
-    assert res[0] == NONE
-    assert topic_overrides(dbroker.port, t) == {"retention.ms": "1000"}
+    [res] = alter_configs(port, [(TOPIC, t, {"segment.ms": "1000"})], validate_only=True)
+    assert res == (NONE, None, TOPIC, t)
+    # A real change after them: once it shows, the validations would have too.
+    java_ok(bs, f"topic:{t}", "SET:segment.bytes=1048576")
+    wait_overrides(port, t, {"retention.ms": "1000", "segment.bytes": "1048576"})
 
 
 def test_java_append_to_non_list_key(dbroker):
@@ -571,7 +605,7 @@ def test_java_append_to_non_list_key(dbroker):
         # words it differently.
         assert r["error"]["class"] == "InvalidConfigurationException", r
         assert "retention.ms" in r["error"]["message"], r
-        assert r["dynamic"] == {}
+        assert topic_overrides(dbroker.port, t) == {}
     # Broker keys are checked on the broker in both modes, with one text.
     r = java_incremental(bs, f"broker:{dbroker.broker_id}", "APPEND:log.cleaner.threads=2")
     assert r["error"] == {"class": "InvalidConfigurationException",
@@ -583,12 +617,12 @@ def test_legacy_alter_configs_replaces_the_set(dbroker):
     create_topic(dbroker.bootstrap, t)
     assert alter_configs(port, [(TOPIC, t, {"retention.ms": "1000", "cleanup.policy": "compact"})]) == [
         (NONE, None, TOPIC, t)]
-    assert topic_overrides(port, t) == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    wait_overrides(port, t, {"retention.ms": "1000", "cleanup.policy": "compact"})
     # Everything not in the request is removed.
     assert alter_configs(port, [(TOPIC, t, {"segment.bytes": "1048576"})]) == [(NONE, None, TOPIC, t)]
-    assert topic_overrides(port, t) == {"segment.bytes": "1048576"}
+    wait_overrides(port, t, {"segment.bytes": "1048576"})
     assert alter_configs(port, [(TOPIC, t, {})]) == [(NONE, None, TOPIC, t)]
-    assert topic_overrides(port, t) == {}
+    wait_overrides(port, t, {})
 
 
 def test_bad_requests(dbroker):
@@ -631,7 +665,7 @@ def test_burst_of_changes(dbroker):
     took = time.monotonic() - start
     assert all(r == [(NONE, None, TOPIC, t)] for r in results), [r for r in results if r[0][0] != NONE][:3]
     assert took < 90, f"{n} changes took {took:.1f}s"
-    assert topic_overrides(port, t) == {"retention.ms": str(100000 + n - 1)}
+    wait_overrides(port, t, {"retention.ms": str(100000 + n - 1)})
     assert describe_out(dbroker.bootstrap, topic_args(t)) == (
         f"Dynamic configs for topic {t} are:", {topic_line("retention.ms", str(100000 + n - 1))})
     assert produce(port, t, [b"after the burst"]) == NONE
@@ -672,15 +706,16 @@ def test_cluster_default_retention_applies_live(dbroker):
 def test_max_message_bytes_live(dbroker):
     port, t = dbroker.port, "dc-max-message"
     create_topic(dbroker.bootstrap, t)
-    configs_ok(dbroker.bootstrap, *topic_args(t), "--alter", "--add-config", "max.message.bytes=100000")
     big = b"x" * 200_000
-    assert produce(port, t, [big]) == RECORD_TOO_LARGE
+    assert produce(port, t, [big]) == NONE
+    configs_ok(dbroker.bootstrap, *topic_args(t), "--alter", "--add-config", "max.message.bytes=100000")
+    wait_produce(port, t, [big], RECORD_TOO_LARGE)
     assert produce(port, t, [b"y" * 1000]) == NONE
     configs_ok(dbroker.bootstrap, *topic_args(t), "--alter", "--add-config", "max.message.bytes=1000000")
-    assert produce(port, t, [big]) == NONE
+    wait_produce(port, t, [big], NONE)
     # Lowered again: refused again.
     configs_ok(dbroker.bootstrap, *topic_args(t), "--alter", "--add-config", "max.message.bytes=150000")
-    assert produce(port, t, [big]) == RECORD_TOO_LARGE
+    wait_produce(port, t, [big], RECORD_TOO_LARGE)
 
 
 def test_restart_keeps_dynamic_configs(dbroker):

@@ -55,10 +55,15 @@ KAFKA_3_9_1_ZK = {
     22: (0, 5),  # InitProducerId
     23: (0, 4),  # OffsetForLeaderEpoch
     32: (0, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders
+    44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
+    50: (0, 0),  # DescribeUserScramCredentials
     60: (0, 1),  # DescribeCluster
 }
 

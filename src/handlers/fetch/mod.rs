@@ -17,7 +17,8 @@ use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::MetadataImage;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::fetch_encoder::{
-    encode_fetch_response, FetchPartitionData, FetchResponseData, FetchTopicData, RecordsData,
+    encode_fetch_response, set_fetch_throttle_time, FetchPartitionData, FetchResponseData,
+    FetchTopicData, RecordsData,
 };
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica::{FetchBudget, FetchPart, FetchPartResult};
@@ -247,8 +248,22 @@ fn new_context(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> FetchCo
 /// Kafka's limits for one fetch: `max_bytes` capped by the broker's
 /// `fetch.max.bytes`, `min_bytes` by that; Fetch v0-v2 (no `max_bytes`)
 /// never exceed the limit, later versions by the first batch only.
-fn fetch_limits(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> (FetchBudget, u64) {
-    let max_bytes = request.max_bytes.min(ctx.config.fetch_max_bytes).max(0);
+fn fetch_limits(
+    ctx: &KafkaApis,
+    req: &Request,
+    request: &FetchRequest,
+    replica_id: i32,
+) -> (FetchBudget, u64) {
+    let version = req.api_version;
+    let mut max_bytes = request.max_bytes.min(ctx.config.fetch_max_bytes).max(0);
+    if replica_id < 0 {
+        // A consumer with a byte-rate quota gets at most what the quota
+        // allows over its window in one response (getMaxValueInQuotaWindow).
+        let client_id = req.header.client_id.as_deref().unwrap_or("");
+        if let Some(cap) = ctx.quota_caches.fetch_bytes_cap(&ctx.quotas, client_id) {
+            max_bytes = max_bytes.min(i32::try_from(cap).unwrap_or(i32::MAX));
+        }
+    }
     let min_bytes = request.min_bytes.min(max_bytes).max(0);
     (
         FetchBudget::new(max_bytes as u32, version <= 2),
@@ -306,20 +321,28 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         return session_error_response(req, error_code);
     }
     let partitions = context.partitions();
-    let results = read_or_wait(ctx, req.api_version, &request, partitions, replica_id).await;
-    encode_response(ctx, req, &context, results, request.isolation_level).await
+    let results = read_or_wait(ctx, req, &request, partitions, replica_id).await;
+    encode_response(
+        ctx,
+        req,
+        &context,
+        results,
+        request.isolation_level,
+        replica_id,
+    )
+    .await
 }
 
 /// Reads at once; when Kafka would park the fetch (a DelayedFetch), waits
 /// for `min_bytes` or `max_wait_ms` and reads again.
 async fn read_or_wait(
     ctx: &Rc<KafkaApis>,
-    version: i16,
+    req: &Request,
     request: &FetchRequest,
     wanted: &[RequestedPartition],
     replica_id: i32,
 ) -> Vec<Option<FetchPartResult>> {
-    let (budget, min_bytes) = fetch_limits(ctx, version, request);
+    let (budget, min_bytes) = fetch_limits(ctx, req, request, replica_id);
     let isolation = request.isolation_level;
     let (results, total) = read_limited(ctx, wanted, isolation, replica_id, budget).await;
     if !must_wait(request, wanted, &results, total, min_bytes) {
@@ -357,7 +380,13 @@ async fn encode_response(
     context: &FetchContext,
     results: Vec<Option<FetchPartResult>>,
     isolation_level: i8,
+    replica_id: i32,
 ) -> HandlerResult {
+    if replica_id < 0 {
+        if let Some(throttled) = throttled_fetch(ctx, req, context, &results) {
+            return throttled;
+        }
+    }
     let converted = if req.api_version <= 3 {
         Some(down_convert_all(ctx, req.api_version, context.partitions(), &results).await)
     } else {
@@ -374,6 +403,47 @@ async fn encode_response(
         topics,
     };
     encode_fetch_response(req.api_version, req.header.correlation_id, data).map(Some)
+}
+
+/// Bytes a partition's entry adds to a response beside its records (an
+/// estimate of Kafka's FetchResponse.sizeOf: the fixed fields).
+const PARTITION_RESPONSE_OVERHEAD_BYTES: usize = 48;
+
+/// Kafka's fetch quota for a consumer: the response's size is charged to
+/// it; over quota, the bytes are taken back and the answer is empty, with
+/// the throttle time, and the connection is muted for that long. The
+/// session is left as it was, so the next fetch gets what this one would
+/// have.
+fn throttled_fetch(
+    ctx: &KafkaApis,
+    req: &Request,
+    context: &FetchContext,
+    results: &[Option<FetchPartResult>],
+) -> Option<HandlerResult> {
+    let bytes: usize = results
+        .iter()
+        .flatten()
+        .map(|r| r.read_size as usize + PARTITION_RESPONSE_OVERHEAD_BYTES)
+        .sum();
+    let client_id = req.header.client_id.as_deref().unwrap_or("");
+    let throttle_ms =
+        ctx.quota_caches
+            .record_fetch(&ctx.quotas, client_id, bytes, crate::util::monotonic_ms());
+    if throttle_ms == 0 {
+        return None;
+    }
+    let data = FetchResponseData {
+        throttle_time_ms: 0,
+        error_code: errors::NONE.code(),
+        session_id: context.session_id(),
+        topics: Vec::new(),
+    };
+    Some(
+        encode_fetch_response(req.api_version, req.header.correlation_id, data).map(|mut r| {
+            set_fetch_throttle_time(&mut r, req.api_version, throttle_ms);
+            Some(r)
+        }),
+    )
 }
 
 /// Fetch v0-v1 read magic 0, v2-v3 magic 1: every partition's records are

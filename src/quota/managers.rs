@@ -1,0 +1,181 @@
+//! Kafka's QuotaFactory.QuotaManagers: one ClientQuotaManager per quota
+//! type for the whole broker, fed by the stored user and client-id
+//! entities (at start-up and on every change), plus each shard's sensor
+//! caches so a request finds its sensor without a lock.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+
+use super::entity::parse_entity_path;
+use super::manager::{ClientQuotaManager, QuotaConfig, QuotaType, SensorCache};
+use crate::config::BrokerConfig;
+
+/// The principal of a connection without authentication (Kafka's
+/// KafkaPrincipal.ANONYMOUS name), which user quotas match.
+pub const ANONYMOUS_USER: &str = "ANONYMOUS";
+
+pub struct QuotaManagers {
+    pub produce: ClientQuotaManager,
+    pub fetch: ClientQuotaManager,
+    pub request: ClientQuotaManager,
+    pub controller_mutation: ClientQuotaManager,
+}
+
+/// A positive integer broker key, or its default.
+fn positive(config: &BrokerConfig, key: &str, default: u64) -> u64 {
+    config
+        .originals()
+        .get(key)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|v| *v >= 1)
+        .unwrap_or(default)
+}
+
+impl QuotaManagers {
+    /// `quota.window.num` windows of `quota.window.size.seconds` (the
+    /// controller mutation quota has its own pair), read-only keys.
+    pub fn new(config: &BrokerConfig) -> Self {
+        let client = QuotaConfig {
+            window_num: positive(config, "quota.window.num", 11) as u32,
+            window_size_ms: positive(config, "quota.window.size.seconds", 1) * 1000,
+        };
+        let controller = QuotaConfig {
+            window_num: positive(config, "controller.quota.window.num", 11) as u32,
+            window_size_ms: positive(config, "controller.quota.window.size.seconds", 1) * 1000,
+        };
+        QuotaManagers {
+            produce: ClientQuotaManager::new(QuotaType::Produce, client),
+            fetch: ClientQuotaManager::new(QuotaType::Fetch, client),
+            request: ClientQuotaManager::new(QuotaType::Request, client),
+            controller_mutation: ClientQuotaManager::new(QuotaType::ControllerMutation, controller),
+        }
+    }
+
+    /// A stored entity's whole config (Kafka's ClientIdConfigHandler and
+    /// UserConfigHandler); returns false for a path that is not a user or
+    /// client-id entity (ips have their own quota, not kept here).
+    pub fn update(&self, entity_path: &str, props: &BTreeMap<String, String>) -> bool {
+        let Some(entity) = parse_entity_path(entity_path) else {
+            return false;
+        };
+        if entity.ip.is_some() {
+            return false;
+        }
+        for manager in [
+            &self.produce,
+            &self.fetch,
+            &self.request,
+            &self.controller_mutation,
+        ] {
+            manager.update_quota(&entity, props);
+        }
+        true
+    }
+
+    /// Drops sensors idle for an hour (Kafka's sensor expiry).
+    pub fn expire_inactive(&self, now_ms: u64) {
+        for manager in [
+            &self.produce,
+            &self.fetch,
+            &self.request,
+            &self.controller_mutation,
+        ] {
+            manager.expire_inactive(now_ms);
+        }
+    }
+}
+
+/// Client ids one shard keeps a sensor cache for; past it the caches start
+/// over (a burst of one-off client ids must not grow a shard's memory).
+const CACHED_CLIENT_IDS_MAX: usize = 10_000;
+
+/// One shard's sensor caches by client id.
+#[derive(Default)]
+pub struct ShardQuotaCaches {
+    produce: RefCell<HashMap<String, SensorCache>>,
+    fetch: RefCell<HashMap<String, SensorCache>>,
+}
+
+impl ShardQuotaCaches {
+    /// Records a produce request's size; the throttle time in ms.
+    pub fn record_produce(
+        &self,
+        managers: &QuotaManagers,
+        client_id: &str,
+        bytes: usize,
+        now_ms: u64,
+    ) -> u32 {
+        record(&self.produce, &managers.produce, client_id, bytes, now_ms)
+    }
+
+    /// Records a fetch response's size; the throttle time in ms.
+    pub fn record_fetch(
+        &self,
+        managers: &QuotaManagers,
+        client_id: &str,
+        bytes: usize,
+        now_ms: u64,
+    ) -> u32 {
+        let throttle_ms = record(&self.fetch, &managers.fetch, client_id, bytes, now_ms);
+        if throttle_ms > 0 {
+            // A throttled fetch is answered empty, so its bytes are taken
+            // back (Kafka's unrecordQuotaSensor).
+            let mut caches = self.fetch.borrow_mut();
+            let cache = cache_for(&mut caches, client_id);
+            if let Some(sensor) = cache.sensor(&managers.fetch, ANONYMOUS_USER, client_id) {
+                sensor.record_no_throttle(-(bytes as f64), now_ms);
+            }
+        }
+        throttle_ms
+    }
+
+    /// The most a fetch may return so one response does not exceed what
+    /// the quota allows over its whole window (Kafka's
+    /// getMaxValueInQuotaWindow); None without a consumer quota.
+    pub fn fetch_bytes_cap(&self, managers: &QuotaManagers, client_id: &str) -> Option<u64> {
+        if !managers.fetch.quotas_enabled() {
+            return None;
+        }
+        let mut caches = self.fetch.borrow_mut();
+        let cache = cache_for(&mut caches, client_id);
+        let sensor = cache.sensor(&managers.fetch, ANONYMOUS_USER, client_id)?;
+        let cap = sensor.max_value_in_quota_window();
+        (cap < u32::MAX as f64).then(|| cap.max(0.0) as u64)
+    }
+}
+
+fn cache_for<'a>(
+    caches: &'a mut HashMap<String, SensorCache>,
+    client_id: &str,
+) -> &'a mut SensorCache {
+    if !caches.contains_key(client_id) {
+        if caches.len() >= CACHED_CLIENT_IDS_MAX {
+            caches.clear();
+        }
+        caches.insert(client_id.to_string(), SensorCache::new());
+    }
+    caches.get_mut(client_id).expect("just inserted")
+}
+
+fn record(
+    caches: &RefCell<HashMap<String, SensorCache>>,
+    manager: &ClientQuotaManager,
+    client_id: &str,
+    bytes: usize,
+    now_ms: u64,
+) -> u32 {
+    // The common case: no quota of this type was ever set.
+    if !manager.quotas_enabled() {
+        return 0;
+    }
+    let mut caches = caches.borrow_mut();
+    let cache = cache_for(&mut caches, client_id);
+    let throttle_ms = manager.maybe_record_and_get_throttle_time_ms(
+        cache,
+        ANONYMOUS_USER,
+        client_id,
+        bytes as f64,
+        now_ms,
+    );
+    u32::try_from(throttle_ms).unwrap_or(u32::MAX)
+}
