@@ -82,6 +82,21 @@ def old_fetch(version):
     limits = struct.pack(">iii", -1, 0, 1) + (struct.pack(">i", 1 << 20) if version >= 3 else b"")
     return req(1, version, limits + arr([s("fz") + arr([struct.pack(">iqi", 0, 0, 1 << 20)])]))
 
+# Dynamic configs and client quotas (all v0; DescribeUserScramCredentials
+# v0 is flexible: a null compact array, then no tagged fields).
+ALTER_CONFIGS = req(33, 0, arr([struct.pack(">b", 2) + s("fz") + arr([s("retention.ms") + ns("1000")])])
+                    + b"\x00")
+ALTER_BROKER = req(33, 0, arr([struct.pack(">b", 4) + s("") + arr([s("log.retention.ms") + ns("60000")])])
+                   + b"\x00")
+INCREMENTAL = req(44, 0, arr([struct.pack(">b", 2) + s("fzc") + arr([
+    s("cleanup.policy") + struct.pack(">b", 2) + ns("delete"),
+    s("segment.ms") + struct.pack(">b", 0) + ns("3600000"),
+    s("retention.ms") + struct.pack(">b", 1) + ns(None)])]) + b"\x00")
+ALTER_QUOTAS = req(49, 0, arr([arr([s("client-id") + ns("fzclient")])
+                               + arr([s("producer_byte_rate") + struct.pack(">d?", 1048576.0, False)])])
+                   + b"\x00")
+DESCRIBE_QUOTAS = req(48, 0, arr([s("client-id") + struct.pack(">b", 2) + ns(None)]) + b"\x00")
+DESCRIBE_SCRAM = req(50, 0, b"\x00\x00")
 
 V0_SET = legacy_message(0, 0, b"k", b"v") + legacy_message(1, 0, None, b"w")
 V1_INNER = legacy_message(0, 1, b"k", b"v") + legacy_message(1, 1, b"k2", b"w")
@@ -97,6 +112,8 @@ HANDLER_SEEDS = {
     "group_admin": [COMMIT, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_DELETE, DELETE_GROUPS],
     "producers": [INIT_PID, INIT_PID_NULL, PRODUCE_TXN, PRODUCE_IDEM, FETCH],
     "cluster": [API_VERSIONS, DESCRIBE_CLUSTER, ELECT, METADATA],
+    "configs": [ALTER_CONFIGS, INCREMENTAL, DESCRIBE_CONFIGS, ALTER_BROKER, PRODUCE, FETCH],
+    "quotas": [ALTER_QUOTAS, DESCRIBE_QUOTAS, DESCRIBE_SCRAM, PRODUCE, FETCH],
 }
 
 

@@ -172,6 +172,12 @@ impl AdminError {
         )
     }
 
+    /// A controller mutation quota refused the change (KIP-599); Kafka
+    /// sends no message with it.
+    pub fn throttled() -> Self {
+        Self::new(errors::THROTTLING_QUOTA_EXCEEDED, "")
+    }
+
     /// CreatePartitions of a topic that does not exist.
     pub fn no_such_topic(name: &str) -> Self {
         Self::new(

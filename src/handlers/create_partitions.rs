@@ -21,6 +21,7 @@ use crate::admin::AdminError;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::quota::ControllerMutationQuota;
 
 /// What to do with each request entry, in request order.
 #[derive(Debug, PartialEq)]
@@ -84,6 +85,11 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         let body = CreatePartitionsResponse::default().with_results(results);
         return respond(req, &body);
     }
+    // KIP-599: strict from v3, permissive before.
+    let client_id = req.header.client_id.as_deref().unwrap_or("");
+    let mut quota = ctx
+        .quotas
+        .controller_mutation_quota(client_id, req.api_version >= 3);
     let plans = plan(&request.topics);
     debug_assert_eq!(plans.len(), request.topics.len());
     let mut results = Vec::with_capacity(request.topics.len());
@@ -95,31 +101,62 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 Some("Duplicate topic in request.".to_string()),
             ),
             Plan::Create => {
-                let r = ctx
-                    .admin
-                    .create_partitions(
-                        t.name.0.as_str(),
-                        t.count,
-                        assignment(t),
-                        request.validate_only,
-                    )
-                    .await;
+                let r = create_under_quota(ctx, t, request.validate_only, &mut quota).await;
                 match r {
                     // Done, but Kafka does not wait for it without a positive timeout.
                     Ok(()) if !request.validate_only && request.timeout_ms <= 0 => {
                         (errors::REQUEST_TIMED_OUT, None)
                     }
                     Ok(()) => (errors::NONE, None),
-                    Err(AdminError { code, message }) => (code, Some(message)),
+                    // THROTTLING_QUOTA_EXCEEDED goes without a message, as in Kafka.
+                    Err(AdminError { code, message }) => {
+                        (code, (!message.is_empty()).then_some(message))
+                    }
                 }
             }
         };
         results.push(result(t, code, message));
     }
-    respond(
-        req,
-        &CreatePartitionsResponse::default().with_results(results),
-    )
+    let throttle_ms = quota.throttle_ms();
+    let response = CreatePartitionsResponse::default()
+        .with_results(results)
+        .with_throttle_time_ms(i32::try_from(throttle_ms).unwrap_or(i32::MAX));
+    let mut response = respond(req, &response)?;
+    if let Some(r) = response.as_mut() {
+        r.throttle_ms = throttle_ms;
+    }
+    Ok(response)
+}
+
+/// New partitions under the client's controller mutation quota, as Kafka's
+/// ZkAdminManager: validated first, refused while a strict quota is below
+/// zero, the added partitions charged once created.
+async fn create_under_quota(
+    ctx: &Rc<KafkaApis>,
+    t: &CreatePartitionsTopic,
+    validate_only: bool,
+    quota: &mut ControllerMutationQuota,
+) -> Result<(), AdminError> {
+    let name = t.name.0.as_str();
+    let now_ms = crate::util::monotonic_ms();
+    if !validate_only && quota.is_exceeded(now_ms) {
+        ctx.admin
+            .create_partitions(name, t.count, assignment(t), true)
+            .await?;
+        return Err(AdminError::throttled());
+    }
+    let before = ctx
+        .metadata
+        .image()
+        .topic(name)
+        .map_or(0, |i| i.partitions.len());
+    ctx.admin
+        .create_partitions(name, t.count, assignment(t), validate_only)
+        .await?;
+    if !validate_only {
+        quota.record((t.count.max(0) as usize).saturating_sub(before), now_ms);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

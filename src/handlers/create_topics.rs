@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
@@ -27,6 +28,7 @@ use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::quota::ControllerMutationQuota;
 
 /// First version whose results carry partitions, replication and configs.
 const VERSION_WITH_CONFIGS: i16 = 5;
@@ -48,6 +50,10 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     for t in &request.topics {
         *occurrences.entry(t.name.0.as_str()).or_insert(0) += 1;
     }
+    let client_id = req.header.client_id.as_deref().unwrap_or("");
+    let mut quota = ctx
+        .quotas
+        .controller_mutation_quota(client_id, req.api_version >= STRICT_QUOTA_VERSION);
     let mut results = Vec::with_capacity(request.topics.len());
     for t in &request.topics {
         let name = t.name.0.as_str();
@@ -60,14 +66,17 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             match to_new_topic(t) {
                 Err(AdminError { code, message }) => failed(code, Some(message)),
                 Ok(new_topic) => {
-                    match ctx.admin.create_topic(new_topic, validate_only).await {
+                    match create_one(ctx, new_topic, validate_only, &mut quota).await {
                         // Kafka (ZooKeeper mode) creates the topic but does not wait
                         // for it without a positive timeout.
                         Ok(_) if !validate_only && request.timeout_ms <= 0 => {
                             failed(errors::REQUEST_TIMED_OUT, None)
                         }
                         Ok(info) => created(ctx, &info, validate_only, req.api_version),
-                        Err(AdminError { code, message }) => failed(code, Some(message)),
+                        // THROTTLING_QUOTA_EXCEEDED goes without a message, as in Kafka.
+                        Err(AdminError { code, message }) => {
+                            failed(code, (!message.is_empty()).then_some(message))
+                        }
                     }
                 }
             }
@@ -75,7 +84,42 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         results.push(result.with_name(t.name.clone()));
     }
     debug_assert_eq!(results.len(), request.topics.len());
-    respond(req, &CreateTopicsResponse::default().with_topics(results))
+    let throttle_ms = quota.throttle_ms();
+    let response = CreateTopicsResponse::default()
+        .with_topics(results)
+        .with_throttle_time_ms(i32::try_from(throttle_ms).unwrap_or(i32::MAX));
+    let mut response = respond(req, &response)?;
+    if let Some(r) = response.as_mut() {
+        r.throttle_ms = throttle_ms;
+    }
+    Ok(response)
+}
+
+/// First version answering THROTTLING_QUOTA_EXCEEDED (KIP-599); older
+/// ones are throttled after the fact.
+const STRICT_QUOTA_VERSION: i16 = 6;
+
+/// Creates one topic under the client's controller mutation quota, as
+/// Kafka's ZkAdminManager: the topic is validated first (an invalid one
+/// gets its own error), a strict quota below zero refuses it, and its
+/// partitions are charged once created.
+async fn create_one(
+    ctx: &Rc<KafkaApis>,
+    new_topic: NewTopic,
+    validate_only: bool,
+    quota: &mut ControllerMutationQuota,
+) -> Result<Arc<TopicInfo>, AdminError> {
+    if validate_only {
+        return ctx.admin.create_topic(new_topic, true).await;
+    }
+    let now_ms = crate::util::monotonic_ms();
+    if quota.is_exceeded(now_ms) {
+        ctx.admin.create_topic(new_topic, true).await?;
+        return Err(AdminError::throttled());
+    }
+    let info = ctx.admin.create_topic(new_topic, false).await?;
+    quota.record(info.partitions.len(), now_ms);
+    Ok(info)
 }
 
 /// The request checks Kafka makes before handing a topic to the controller.

@@ -110,6 +110,11 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             &DeleteTopicsResponse::default().with_responses(responses),
         );
     }
+    // KIP-599: strict from v5, permissive before.
+    let client_id = req.header.client_id.as_deref().unwrap_or("");
+    let mut quota = ctx
+        .quotas
+        .controller_mutation_quota(client_id, req.api_version >= 5);
     // A name listed twice is deleted once; every entry shows that outcome.
     let mut done: HashMap<String, (ErrorCode, Option<String>)> = HashMap::new();
     for e in &entries {
@@ -132,11 +137,16 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             responses.push(result(e, Some(&name), *code, message.clone()));
             continue;
         }
+        let now_ms = crate::util::monotonic_ms();
         let outcome = if image.topic(&name).is_none() {
             (errors::UNKNOWN_TOPIC_OR_PARTITION, None)
+        } else if quota.is_exceeded(now_ms) {
+            (errors::THROTTLING_QUOTA_EXCEEDED, None)
         } else {
+            let partitions = image.topic(&name).map_or(0, |t| t.partitions.len());
             match ctx.admin.delete_topic(&name).await {
                 Ok(_) => {
+                    quota.record(partitions, now_ms);
                     remove_committed_offsets(ctx, &name);
                     // Deleted, but Kafka does not wait for it without a positive timeout.
                     if request.timeout_ms <= 0 {
@@ -152,10 +162,15 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         done.insert(name, outcome);
     }
     debug_assert_eq!(responses.len(), entries.len());
-    respond(
-        req,
-        &DeleteTopicsResponse::default().with_responses(responses),
-    )
+    let throttle_ms = quota.throttle_ms();
+    let response = DeleteTopicsResponse::default()
+        .with_responses(responses)
+        .with_throttle_time_ms(i32::try_from(throttle_ms).unwrap_or(i32::MAX));
+    let mut response = respond(req, &response)?;
+    if let Some(r) = response.as_mut() {
+        r.throttle_ms = throttle_ms;
+    }
+    Ok(response)
 }
 
 /// Committed offsets of a deleted topic go too, as in Kafka. In a cluster

@@ -94,9 +94,37 @@ const CACHED_CLIENT_IDS_MAX: usize = 10_000;
 pub struct ShardQuotaCaches {
     produce: RefCell<HashMap<String, SensorCache>>,
     fetch: RefCell<HashMap<String, SensorCache>>,
+    request: RefCell<HashMap<String, SensorCache>>,
 }
 
 impl ShardQuotaCaches {
+    /// Records the time a request's handler ran on its shard, as a
+    /// percentage of one second (Kafka's request quota records handler
+    /// thread time); the throttle time in ms, at most one quota window.
+    pub fn record_request(
+        &self,
+        managers: &QuotaManagers,
+        client_id: &str,
+        handler_nanos: u64,
+        now_ms: u64,
+    ) -> u32 {
+        let manager = &managers.request;
+        if !manager.quotas_enabled() {
+            return 0;
+        }
+        let percentage = handler_nanos as f64 * 100.0 / 1e9;
+        let mut caches = self.request.borrow_mut();
+        let cache = cache_for(&mut caches, client_id);
+        let throttle_ms = manager.maybe_record_and_get_throttle_time_ms(
+            cache,
+            ANONYMOUS_USER,
+            client_id,
+            percentage,
+            now_ms,
+        );
+        u32::try_from(throttle_ms).unwrap_or(u32::MAX)
+    }
+
     /// Records a produce request's size; the throttle time in ms.
     pub fn record_produce(
         &self,
@@ -178,4 +206,68 @@ fn record(
         now_ms,
     );
     u32::try_from(throttle_ms).unwrap_or(u32::MAX)
+}
+
+/// One admin request's controller mutation quota (Kafka's
+/// ControllerMutationQuota): strict for the request versions that can
+/// carry THROTTLING_QUOTA_EXCEEDED (a mutation is refused while the bucket
+/// is below zero), permissive for older ones (accepted, then throttled).
+pub struct ControllerMutationQuota {
+    sensor: Option<std::sync::Arc<super::manager::QuotaSensor>>,
+    strict: bool,
+    throttle_ms: u32,
+}
+
+impl QuotaManagers {
+    pub fn controller_mutation_quota(
+        &self,
+        client_id: &str,
+        strict: bool,
+    ) -> ControllerMutationQuota {
+        let manager = &self.controller_mutation;
+        let sensor = manager
+            .quotas_enabled()
+            .then(|| manager.sensor(ANONYMOUS_USER, client_id))
+            .flatten();
+        ControllerMutationQuota {
+            sensor,
+            strict,
+            throttle_ms: 0,
+        }
+    }
+}
+
+impl ControllerMutationQuota {
+    /// Strict only: whether a mutation is refused now; the refusal's
+    /// throttle time goes to the answer.
+    pub fn is_exceeded(&mut self, now_ms: u64) -> bool {
+        let (Some(sensor), true) = (&self.sensor, self.strict) else {
+            return false;
+        };
+        // A zero-sized record is refused exactly when the bucket is below zero.
+        let throttle_ms = sensor.record_and_throttle_ms(0.0, now_ms);
+        self.throttle_ms = self.throttle_ms.max(clamp_ms(throttle_ms));
+        throttle_ms > 0
+    }
+
+    /// Charges `partitions` created, added or deleted.
+    pub fn record(&mut self, partitions: usize, now_ms: u64) {
+        let Some(sensor) = &self.sensor else {
+            return;
+        };
+        if self.strict {
+            sensor.record_no_throttle(partitions as f64, now_ms);
+        } else {
+            let throttle_ms = sensor.record_permissive_ms(partitions as f64, now_ms);
+            self.throttle_ms = self.throttle_ms.max(clamp_ms(throttle_ms));
+        }
+    }
+
+    pub fn throttle_ms(&self) -> u32 {
+        self.throttle_ms
+    }
+}
+
+fn clamp_ms(ms: u64) -> u32 {
+    u32::try_from(ms).unwrap_or(u32::MAX)
 }

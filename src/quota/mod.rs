@@ -25,7 +25,7 @@ pub use entity::{
     desanitize, entity_path, parse_entity_path, sanitize, ClientQuotaEntity, EntityName,
 };
 pub use manager::{ClientQuotaManager, QuotaConfig, QuotaSensor, QuotaType, SensorCache};
-pub use managers::{QuotaManagers, ShardQuotaCaches, ANONYMOUS_USER};
+pub use managers::{ControllerMutationQuota, QuotaManagers, ShardQuotaCaches, ANONYMOUS_USER};
 pub use rate::{bounded_throttle_time_ms, throttle_time_ms, window_size_ms};
 
 /// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP).

@@ -218,6 +218,55 @@ async fn write_response(
     Ok(())
 }
 
+/// A handler's future, timed while it is polled: the time the request
+/// kept its shard busy (Kafka's request handler thread time), without the
+/// time it waited for replicas, other shards or the purgatory.
+struct Timed<F> {
+    inner: Pin<Box<F>>,
+    busy_nanos: u64,
+}
+
+impl<F: Future> Future for Timed<F> {
+    type Output = (F::Output, u64);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let started = Instant::now();
+        let polled = self.inner.as_mut().poll(cx);
+        self.busy_nanos += started.elapsed().as_nanos() as u64;
+        polled.map(|out| (out, self.busy_nanos))
+    }
+}
+
+/// Runs a request's handler and charges the time it kept the shard busy to
+/// the client's request quota (`request_percentage`); over quota, the
+/// connection is muted for the throttle time, as Kafka's request quota
+/// throttles every API but the cluster's own.
+async fn dispatch_timed(ctx: &Rc<KafkaApis>, req: Request) -> handlers::HandlerResult {
+    let client_id: Option<String> = ctx
+        .quotas
+        .request
+        .quotas_enabled()
+        .then(|| req.header.client_id.as_deref().unwrap_or("").to_string());
+    let Some(client_id) = client_id else {
+        return handlers::dispatch(ctx, req).await;
+    };
+    let timed = Timed {
+        inner: Box::pin(handlers::dispatch(ctx, req)),
+        busy_nanos: 0,
+    };
+    let (mut result, busy_nanos) = timed.await;
+    let throttle_ms = ctx.quota_caches.record_request(
+        &ctx.quotas,
+        &client_id,
+        busy_nanos,
+        crate::util::monotonic_ms(),
+    );
+    if let Ok(Some(resp)) = &mut result {
+        resp.throttle_ms = resp.throttle_ms.max(throttle_ms);
+    }
+    result
+}
+
 /// A pipelined produce: its handler runs as its own task; its answer is
 /// written in request order.
 type InFlight = glommio::Task<handlers::HandlerResult>;
@@ -467,7 +516,7 @@ async fn serve_inner(
                 let ctx = ctx.clone();
                 // The request's bytes stay charged until its handler is done.
                 in_flight.push_back(glommio::spawn_local(async move {
-                    let result = handlers::dispatch(&ctx, req).await;
+                    let result = dispatch_timed(&ctx, req).await;
                     drop(frame_charge);
                     result
                 }));
@@ -475,7 +524,7 @@ async fn serve_inner(
             Ok(req) => {
                 // Everything else runs alone, after the produces before it.
                 drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
-                let result = handlers::dispatch(ctx, req).await;
+                let result = dispatch_timed(ctx, req).await;
                 drop(frame_charge);
                 write_result(ctx, stream, result, &mut scratch, &mute).await?;
             }

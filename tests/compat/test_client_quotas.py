@@ -742,3 +742,82 @@ def test_consumer_held_to_quota(broker, filled_topic):
     assert q["metrics"]["fetch-throttle-time-avg"] > 0, q["metrics"]
     assert_unthrottled("java consumer, another client id", free, size, FREE_START_S)
     assert free["metrics"]["fetch-throttle-time-max"] == 0, free["metrics"]
+
+
+# --- controller_mutation_rate (KIP-599) ----------------------------------------
+
+CREATE_TOPICS = 19
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+def create_topic_v6(port, client_id, topic, partitions):
+    """CreateTopics v6 (flexible, strict quota) of one topic: returns
+    (throttle_time_ms, error, message)."""
+    body = cu.uvarint(2) + cu.compact_string(topic) + cu.i32(partitions) + cu.i16(1)
+    body += cu.uvarint(1) + cu.uvarint(1) + cu.uvarint(0)  # no assignments, no configs, tags
+    body += cu.i32(30000) + cu.i8(0) + cu.uvarint(0)
+    header = cu.request_header_v2(CREATE_TOPICS, 6, 7, client_id=client_id)
+    with Conn(port) as c:
+        c.sock.sendall(cu.frame(header + body))
+        r = cu.Reader(cu.recv_frame(c.sock))
+    assert r.i32() == 7
+    r.skip_tags()
+    throttle = r.i32()
+    assert r.uvarint() - 1 == 1
+    assert r.compact_string() == topic
+    error = r.i16()
+    n = r.uvarint()
+    message = None if n == 0 else r.take(n - 1).decode()
+    return throttle, error, message
+
+
+def test_controller_mutation_rate_refuses_topic_creation(broker):
+    """A client over its controller_mutation_rate (partitions per second,
+    a token bucket holding the rate times the quota windows) gets
+    THROTTLING_QUOTA_EXCEEDED with a throttle time from CreateTopics v6+;
+    another client is not limited."""
+    set_quota(broker.port, entity(client_id="mutator"), controller_mutation_rate=5.0)
+    outcomes = []
+    for i in range(4):
+        outcomes.append(create_topic_v6(broker.port, "mutator", f"mutation-{i}", 50))
+        if outcomes[-1][1] == THROTTLING_QUOTA_EXCEEDED:
+            break
+    assert outcomes[0] == (0, NONE, None), outcomes
+    throttle, error, message = outcomes[-1]
+    assert (error, message) == (THROTTLING_QUOTA_EXCEEDED, None), outcomes
+    assert 1000 <= throttle <= 20000, outcomes
+    assert create_topic_v6(broker.port, "other", "mutation-other", 50)[1:] == (NONE, None)
+
+
+# --- request_percentage --------------------------------------------------------
+
+
+def metadata_rounds(port, client_id, seconds):
+    """Metadata v1 requests for every topic, one after the other on one
+    connection for `seconds`: how many were answered."""
+    body = cu.i32(-1)  # all topics
+    done = 0
+    deadline = time.monotonic() + seconds
+    sock = cu.connect("127.0.0.1", port, seconds + 15)
+    try:
+        while time.monotonic() < deadline:
+            done += 1
+            header = cu.request_header_v1(3, 1, done, client_id=client_id)
+            sock.sendall(cu.frame(header + body))
+            assert cu.Reader(cu.recv_frame(sock)).i32() == done
+    finally:
+        sock.close()
+    return done
+
+
+def test_request_percentage_slows_a_busy_client(broker):
+    """A client over its request_percentage (the broker time its requests
+    take, as a share of one second) is muted after each answer, so even a
+    client that ignores throttle times is slowed; another client is not."""
+    set_quota(broker.port, entity(client_id="busy"), request_percentage=0.01)
+    busy = metadata_rounds(broker.port, "busy", 3.0)
+    free = metadata_rounds(broker.port, "free", 3.0)
+    print(f"Metadata requests in 3 s: busy {busy}, free {free}")
+    # How many get through depends on what one request costs the broker,
+    # so only the ratio is compared.
+    assert busy * 20 < free, (busy, free)
