@@ -82,7 +82,7 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("log.cleaner.max.compaction.lag.ms", Acted),
     ("log.cleaner.min.cleanable.ratio", Acted),
     ("log.cleaner.min.compaction.lag.ms", Acted),
-    ("log.cleaner.threads", Accepted("kshard cleans on its shard executors; the thread count changes how fast, not what, is cleaned")),
+    ("log.cleaner.threads", Accepted("kshard cleans on its shard executors; this bounds how many shards run a cleaning pass at once")),
     ("log.cleanup.policy", Acted),
     ("log.dir", Refused(When::SeveralDirs, "kshard stores every partition in one log directory; several directories (JBOD) are not supported")),
     ("log.dir.failure.timeout.ms", Accepted(KRAFT_ONLY)),

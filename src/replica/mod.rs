@@ -9,6 +9,7 @@
 //! below, never the router or anything above it.
 
 pub mod alter_partition;
+pub mod cleaner_slots;
 pub mod delayed_fetch;
 pub mod delayed_produce;
 mod direct_writer;

@@ -56,6 +56,8 @@ pub struct ReplicaConfig {
     pub metadata: Arc<MetadataCache>,
     /// Cluster mode: the ZooKeeper membership, for AlterPartition.
     pub cluster: Option<Arc<ClusterHandle>>,
+    /// The broker's bound on cleaning passes at once.
+    pub cleaner_slots: Arc<crate::replica::cleaner_slots::CleanerSlots>,
 }
 
 pub struct ReplicaManager {
@@ -96,6 +98,7 @@ impl ReplicaManager {
         );
         partitions.set_cleaner_backoff_ms(config.log_cleaner_backoff_ms);
         partitions.set_cleaner_enabled(config.log_cleaner_enable);
+        partitions.set_cleaner_slots(rc.cleaner_slots);
         partitions.set_cluster_mode(rc.cluster.is_some());
         partitions.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
         // The purgatories run on the monotonic clock, as Kafka's (hiResClockMs).

@@ -278,6 +278,9 @@ async fn start_shard(
         shard_id: CONTROLLER_SHARD,
         nr_shards: 1,
         config: config.clone(),
+        cleaner_slots: Arc::new(crate::replica::cleaner_slots::CleanerSlots::new(
+            dynamic_config.clone(),
+        )),
         dynamic_config,
         quotas: Arc::new(crate::quota::QuotaManagers::new(&config)),
         log_dir,

@@ -149,6 +149,7 @@ struct Broker {
     config: Arc<BrokerConfig>,
     dynamic_config: Arc<DynamicBrokerConfig>,
     quotas: Arc<QuotaManagers>,
+    cleaner_slots: Arc<crate::replica::cleaner_slots::CleanerSlots>,
     log_dir: PathBuf,
     nr_shards: usize,
     metadata: Arc<MetadataCache>,
@@ -305,6 +306,9 @@ impl Broker {
             .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
         Ok(Broker {
             config: metadata.config,
+            cleaner_slots: Arc::new(crate::replica::cleaner_slots::CleanerSlots::new(
+                metadata.dynamic_config.clone(),
+            )),
             dynamic_config: metadata.dynamic_config,
             quotas: metadata.quotas,
             log_dir,
@@ -357,6 +361,7 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         config: config.clone(),
         dynamic_config: broker.dynamic_config.clone(),
         quotas: broker.quotas.clone(),
+        cleaner_slots: broker.cleaner_slots.clone(),
         log_dir: broker.log_dir.clone(),
         metadata: broker.metadata.clone(),
         startup_checkpoints: checkpoints,

@@ -25,6 +25,7 @@ use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::quota::{QuotaManagers, ShardQuotaCaches};
+use crate::replica::cleaner_slots::CleanerSlots;
 use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager, RoleChange, TxnMarkerPart};
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
@@ -38,6 +39,8 @@ pub struct ShardConfig {
     pub config: Arc<BrokerConfig>,
     pub dynamic_config: Arc<DynamicBrokerConfig>,
     pub quotas: Arc<QuotaManagers>,
+    /// `log.cleaner.threads` across the broker's shards.
+    pub cleaner_slots: Arc<CleanerSlots>,
     pub log_dir: PathBuf,
     pub metadata: Arc<MetadataCache>,
     /// (recovery point, log start offset) per partition, from the checkpoints.
@@ -68,6 +71,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         config: sc.config.clone(),
         metadata: sc.metadata.clone(),
         cluster: sc.cluster.clone(),
+        cleaner_slots: sc.cleaner_slots.clone(),
     }));
     let admin = Rc::new(TopicAdmin::new(
         router.clone(),

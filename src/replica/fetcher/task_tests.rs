@@ -131,6 +131,9 @@ fn follower_of_epoch_5(dir: &std::path::Path, config: &Arc<BrokerConfig>) -> Rc<
         config: config.clone(),
         metadata: Arc::new(MetadataCache::new(Default::default())),
         cluster: None,
+        cleaner_slots: Arc::new(crate::replica::cleaner_slots::CleanerSlots::new(Arc::new(
+            crate::config::dynamic::DynamicBrokerConfig::new(config.clone()),
+        ))),
     }));
     let topic = TopicInfo {
         name: "t".into(),

@@ -334,15 +334,19 @@ pub(crate) mod test_support {
     ) -> std::rc::Rc<crate::replica::ReplicaManager> {
         use crate::metadata::metadata_cache::MetadataCache;
         use crate::replica::{ReplicaConfig, ReplicaManager};
+        let config = Arc::new(BrokerConfig::from_map(&BTreeMap::new()).unwrap());
         std::rc::Rc::new(ReplicaManager::new(ReplicaConfig {
             shard_id: 0,
             nr_shards: 1,
             broker_id: 1,
             log_dir: dir.to_path_buf(),
             startup_checkpoints: std::collections::HashMap::new(),
-            config: Arc::new(BrokerConfig::from_map(&BTreeMap::new()).unwrap()),
+            config: config.clone(),
             metadata: Arc::new(MetadataCache::new(Default::default())),
             cluster: None,
+            cleaner_slots: Arc::new(crate::replica::cleaner_slots::CleanerSlots::new(Arc::new(
+                crate::config::dynamic::DynamicBrokerConfig::new(config),
+            ))),
         }))
     }
 

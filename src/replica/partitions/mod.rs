@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use kshard_shards::log::checkpoint::{
     partition_dir_name, OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE,
@@ -19,6 +20,7 @@ use kshard_shards::log::RollSyncJob;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
+use crate::replica::cleaner_slots::CleanerSlots;
 use crate::replica::partition::{log_config_of, Partition};
 use crate::replica::parts::*;
 
@@ -69,6 +71,10 @@ pub struct Partitions {
     cleaner_map: Option<std::thread::JoinHandle<kshard_shards::log::offset_map::OffsetMap>>,
     /// `log.cleaner.enable`.
     cleaner_enabled: bool,
+    /// `log.cleaner.threads` across shards, and whether this shard's pass
+    /// holds one of them.
+    cleaner_slots: Option<Arc<CleanerSlots>>,
+    holds_cleaner_slot: bool,
     /// Cluster mode: a partition this broker does not hold is another
     /// broker's (NOT_LEADER_OR_FOLLOWER), not unknown.
     cluster_mode: bool,
@@ -86,6 +92,9 @@ pub struct Partitions {
 
 /// Kafka's `log.cleaner.backoff.ms` default.
 pub const DEFAULT_CLEANER_BACKOFF_MS: i64 = 15_000;
+
+/// How soon a shard looks again for a cleaner slot the others held.
+const CLEANER_SLOT_RETRY_MS: i64 = 100;
 
 fn read_cleaner_offsets(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
     match OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).read() {
@@ -136,6 +145,8 @@ impl Partitions {
             cleaner: LogCleaner::new(CleanerConfig::default()),
             cleaner_backoff_ms: DEFAULT_CLEANER_BACKOFF_MS,
             cleaner_enabled: true,
+            cleaner_slots: None,
+            holds_cleaner_slot: false,
             next_cleaner_check_ms: 0,
             cleaning: None,
             cleaner_map: None,
@@ -739,6 +750,29 @@ impl Partitions {
         self.cleaner_enabled = enabled;
     }
 
+    /// The broker's bound on cleaning passes at once (`log.cleaner.threads`).
+    pub fn set_cleaner_slots(&mut self, slots: Arc<CleanerSlots>) {
+        self.cleaner_slots = Some(slots);
+    }
+
+    /// A slot for a new pass (always, without a bound set).
+    fn acquire_cleaner_slot(&mut self) -> bool {
+        assert!(!self.holds_cleaner_slot, "one pass at a time per shard");
+        let acquired = self.cleaner_slots.as_ref().is_none_or(|s| s.try_acquire());
+        self.holds_cleaner_slot = acquired && self.cleaner_slots.is_some();
+        acquired
+    }
+
+    /// The pass ended (done, failed or aborted): its slot goes back.
+    fn release_cleaner_slot(&mut self) {
+        if std::mem::take(&mut self.holds_cleaner_slot) {
+            self.cleaner_slots
+                .as_ref()
+                .expect("a held slot has slots")
+                .release();
+        }
+    }
+
     /// `log.cleaner.backoff.ms` (tests and the live check use small values).
     pub fn set_cleaner_backoff_ms(&mut self, backoff_ms: i64) {
         self.cleaner_backoff_ms = backoff_ms.max(0);
@@ -790,6 +824,7 @@ impl Partitions {
         }
         if self.cleaner.in_progress().is_none() {
             self.cleaning = None;
+            self.release_cleaner_slot();
             if now_ms < self.next_cleaner_check_ms {
                 return Step::Idle;
             }
@@ -813,6 +848,11 @@ impl Partitions {
             };
             if !self.cleaner_map_ready() {
                 return Step::WaitingOffShard;
+            }
+            // Other shards' passes take every `log.cleaner.threads` slot.
+            if !self.acquire_cleaner_slot() {
+                self.next_cleaner_check_ms = now_ms.saturating_add(CLEANER_SLOT_RETRY_MS);
+                return Step::Idle;
             }
             let p = &self.topics[&topic][&partition];
             self.cleaner
