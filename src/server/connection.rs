@@ -504,7 +504,14 @@ async fn serve_inner(
             }
         }
         match parse_request(frame, &client_host) {
-            Ok(req) if req.api_key == ApiKey::Produce && !verifies_transaction(ctx, &req) => {
+            // Once produce quotas exist, a request waits for the answer
+            // before it (and its throttle) as in Kafka, which takes one
+            // request per connection at a time.
+            Ok(req)
+                if req.api_key == ApiKey::Produce
+                    && !verifies_transaction(ctx, &req)
+                    && !ctx.quotas.produce.quotas_enabled() =>
+            {
                 // Applied in request order: each handler appends (or sends to
                 // the owning shards) in its first poll, and tasks start in
                 // the order they are spawned.

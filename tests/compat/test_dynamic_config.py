@@ -377,6 +377,8 @@ def fill_segments(port, topic, batches=12, value_size=400):
 OVERRIDES = {
     "log.retention.check.interval.ms": "1000",
     "log.initial.task.delay.ms": "1000",
+    # The cleaner looks for work every half second (Kafka's default: 15 s).
+    "log.cleaner.backoff.ms": "500",
 }
 
 
@@ -716,6 +718,101 @@ def test_max_message_bytes_live(dbroker):
     # Lowered again: refused again.
     configs_ok(dbroker.bootstrap, *topic_args(t), "--alter", "--add-config", "max.message.bytes=150000")
     wait_produce(port, t, [big], RECORD_TOO_LARGE)
+
+
+def segment_files(broker, topic):
+    return sorted(p.name for p in broker.partition_dir(topic, 0).glob("*.log"))
+
+
+def test_segment_bytes_live(dbroker):
+    """segment.bytes lowered on a topic with one segment: the next appends
+    roll new segments (read at each append, as Kafka's maybeRoll)."""
+    port, t = dbroker.port, "dc-segment-bytes"
+    create_topic(dbroker.bootstrap, t)
+    fill_segments(port, t, batches=6)
+    assert len(segment_files(dbroker, t)) == 1
+    configs_ok(dbroker.bootstrap, *topic_args(t), "--alter", "--add-config", "segment.bytes=1024")
+
+    def rolled():
+        assert produce(port, t, [b"r" * 400]) == NONE
+        return len(segment_files(dbroker, t)) >= 3 or None
+
+    wait_until(rolled, 15, "new segments after segment.bytes=1024", 0.1)
+
+
+def consume_all(bootstrap, topic, expect_at_least=1, timeout_s=15):
+    """Every record of partition 0 from the start, as confluent-kafka
+    messages (key, value, timestamp)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"dc-read-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if len(out) >= expect_at_least:
+                    break
+                continue
+            out.append((m.key(), m.value(), m.timestamp()))
+    finally:
+        c.close()
+    return out
+
+
+def test_cleanup_policy_delete_to_compact_live(dbroker):
+    """A delete-policy topic turned compact: the cleaner picks it at its
+    next pass and drops the superseded values of each key."""
+    from confluent_kafka import Producer
+
+    bs, t = dbroker.bootstrap, "dc-to-compact"
+    create_topic(bs, t, config={"segment.bytes": "1024"})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    for i in range(40):
+        p.produce(t, key=b"k%d" % (i % 4), value=b"%03d" % i + b"v" * 200, partition=0)
+        p.flush(10)
+    assert len(consume_all(bs, t, expect_at_least=40)) == 40
+    configs_ok(bs, *topic_args(t), "--alter", "--add-config",
+               "cleanup.policy=compact,min.cleanable.dirty.ratio=0.01")
+    wait_until(lambda: len(consume_all(bs, t, timeout_s=5)) < 20 or None, 60,
+               "duplicates compacted away after cleanup.policy=compact", 1.0)
+    got = consume_all(bs, t, timeout_s=5)
+    last = {}
+    for key, value, _ in got:
+        last[key] = value
+    # Every key keeps its latest value.
+    assert {k: v[:3] for k, v in last.items()} == {b"k0": b"036", b"k1": b"037", b"k2": b"038", b"k3": b"039"}
+
+
+def test_message_timestamp_type_live(dbroker):
+    """message.timestamp.type=LogAppendTime set live: batches appended
+    after it carry the broker's time; earlier ones keep the producer's."""
+    from confluent_kafka import Producer, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+
+    bs, t = dbroker.bootstrap, "dc-timestamp-type"
+    create_topic(bs, t)
+    # An hour ago: well inside retention, far from the broker's clock.
+    create_time = int(time.time() * 1000) - 3_600_000
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    p.produce(t, value=b"create-time", timestamp=create_time, partition=0)
+    p.flush(10)
+    configs_ok(bs, *topic_args(t), "--alter", "--add-config", "message.timestamp.type=LogAppendTime")
+
+    def stamped_by_broker():
+        p.produce(t, value=b"append-time", timestamp=create_time, partition=0)
+        p.flush(10)
+        got = consume_all(bs, t, expect_at_least=2, timeout_s=5)
+        return len(got) >= 2 and got[-1][2][0] == TIMESTAMP_LOG_APPEND_TIME or None
+
+    wait_until(stamped_by_broker, 20, "LogAppendTime on new batches", 0.2)
+    got = consume_all(bs, t, expect_at_least=2, timeout_s=5)
+    assert got[0][2] == (TIMESTAMP_CREATE_TIME, create_time), got[0]
+    assert abs(got[-1][2][1] - time.time() * 1000) < 60_000, got[-1]
 
 
 def test_restart_keeps_dynamic_configs(dbroker):
