@@ -815,6 +815,25 @@ def test_message_timestamp_type_live(dbroker):
     assert abs(got[-1][2][1] - time.time() * 1000) < 60_000, got[-1]
 
 
+def test_broker_logger_root_level(dbroker):
+    """kafka-configs for broker-loggers: the root logger's level set and
+    described (in memory only, as in Kafka)."""
+    bs, bid = dbroker.bootstrap, dbroker.broker_id
+    args = ["--entity-type", "broker-loggers", "--entity-name", str(bid)]
+    out = configs_ok(bs, *args, "--alter", "--add-config", "root=DEBUG")
+    assert out.strip() == f"Completed updating config for broker-logger {bid}."
+    try:
+        # Kafka lists every log4j logger, in no particular order.
+        lines = configs_ok(bs, *args, "--describe").splitlines()
+        assert lines[0] == f"Dynamic configs for broker-logger {bid} are:", lines[:3]
+        assert "  root=DEBUG sensitive=false synonyms={}" in lines[1:], lines
+    finally:
+        configs_ok(bs, *args, "--alter", "--add-config", "root=INFO")
+    # A logger the broker does not have.
+    err = configs_fail(bs, *args, "--alter", "--add-config", "no.such.logger=INFO")
+    assert "no.such.logger" in err, err
+
+
 def test_restart_keeps_dynamic_configs(dbroker):
     """Last: it restarts the module's broker."""
     bs, bid, t, plain = dbroker.bootstrap, dbroker.broker_id, "dc-restart", "dc-restart-plain"
