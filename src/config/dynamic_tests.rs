@@ -216,7 +216,10 @@ fn persistable_passwords() {
         check_persistable(&pw, &no_secret),
         Err("Password encoder secret not configured".into())
     );
-    assert_eq!(check_persistable_at(&pw, true, &with_secret), Ok(()));
+    // Never stored in the clear: refused even with the secret.
+    assert!(check_persistable_at(&pw, true, &with_secret)
+        .unwrap_err()
+        .contains("does not encrypt"));
     assert_eq!(
         check_persistable_at(&map(&[("my.ssl.key.password", "p")]), false, &no_secret),
         Err("Password config can be defined only at broker level".into())

@@ -123,7 +123,7 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("offsets.retention.check.interval.ms", Acted),
     ("offsets.retention.minutes", Acted),
     ("offsets.topic.replication.factor", Acted),
-    ("password.encoder.", Accepted("it encrypts dynamic password configs, and kshard has no dynamic configs")),
+    ("password.encoder.", Accepted("it encrypts dynamic password configs, which kshard refuses (it does not encrypt them yet)")),
     ("principal.builder.class", Refused(When::NotDefault, "kshard cannot load Java classes; without TLS or SASL every principal is ANONYMOUS")),
     ("process.roles", Refused(When::NonEmpty, "kshard does not run in KRaft mode: it uses ZooKeeper (zookeeper.connect) or, unset, its embedded single-node store")),
     ("producer.id.expiration.ms", Acted),
