@@ -30,13 +30,13 @@ import json
 import os
 import struct
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 import compat_util as cu
+from test_dynamic_config import configs_fail, configs_ok, kafka_configs  # noqa: F401
 
 TARGET = os.environ.get("KSHARD_TEST_TARGET", "kshard")
 KAFKA_VERSION = os.environ.get("KSHARD_KAFKA_VERSION", "3.9.1")
@@ -237,42 +237,7 @@ def clear_quotas(port):
 
 # --- Kafka's kafka-configs tool ----------------------------------------------
 
-_TOOL_LOG4J = []
-
-
-def _tool_log4j():
-    if not _TOOL_LOG4J:
-        d = Path(tempfile.mkdtemp(prefix="quota-tool-"))
-        (d / "log4j.properties").write_text(
-            "log4j.rootLogger=WARN, stderr\n"
-            "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
-            "log4j.appender.stderr.Target=System.err\n"
-            "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
-            "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-        )
-        _TOOL_LOG4J.append(d / "log4j.properties")
-    return _TOOL_LOG4J[0]
-
-
-def kafka_configs(bootstrap, *args, timeout_s=90):
-    if not KAFKA_LIBS.is_dir():
-        pytest.fail(f"{KAFKA_LIBS} missing: run scripts/kafka-jars.sh")
-    cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
-           f"-Dlog4j.configuration=file:{_tool_log4j()}", "-cp", f"{KAFKA_LIBS}/*",
-           "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-
-
-def configs_ok(bootstrap, *args):
-    r = kafka_configs(bootstrap, *args)
-    assert r.returncode == 0, f"kafka-configs {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return r.stdout
-
-
-def configs_fail(bootstrap, *args):
-    r = kafka_configs(bootstrap, *args)
-    assert r.returncode == 1, f"kafka-configs {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return r.stderr
+# kafka_configs, configs_ok and configs_fail are test_dynamic_config's.
 
 
 def described(bootstrap, *entity_args):
