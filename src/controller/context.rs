@@ -18,7 +18,12 @@ pub const TOPICS_PATH: &str = "/brokers/topics";
 #[derive(Debug, Clone)]
 pub struct TopicEntry {
     pub topic_id: Uuid,
+    /// Every partition's full replica set (during a reassignment: the
+    /// target followed by the original replicas leaving).
     pub assignment: BTreeMap<i32, Vec<i32>>,
+    /// Replicas being added / removed, for partitions being reassigned.
+    pub adding: BTreeMap<i32, Vec<i32>>,
+    pub removing: BTreeMap<i32, Vec<i32>>,
     /// `unclean.leader.election.enable` as set on the topic, if it is.
     pub unclean_override: Option<bool>,
 }
@@ -34,6 +39,63 @@ pub struct ControllerContext {
     pub deletion_pending_acks: BTreeMap<String, BTreeSet<i32>>,
     /// Brokers in controlled shutdown.
     pub shutting_down: BTreeSet<i32>,
+    /// Partitions with a reassignment in progress (adding or removing
+    /// replicas in their topic znode).
+    pub partitions_being_reassigned: BTreeSet<(String, i32)>,
+}
+
+/// A partition's replicas as Kafka's ReplicaAssignment: the full set, and
+/// during a reassignment the ones being added and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicaAssignment {
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
+}
+
+impl ReplicaAssignment {
+    pub fn settled(replicas: Vec<i32>) -> Self {
+        ReplicaAssignment {
+            replicas,
+            ..Default::default()
+        }
+    }
+
+    /// The replicas before the reassignment (ORS).
+    pub fn origin_replicas(&self) -> Vec<i32> {
+        diff(&self.replicas, &self.adding)
+    }
+
+    /// The replicas after it (TRS).
+    pub fn target_replicas(&self) -> Vec<i32> {
+        diff(&self.replicas, &self.removing)
+    }
+
+    pub fn is_being_reassigned(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// Kafka's reassignTo: the full set is the target followed by the
+    /// origin replicas not in it.
+    pub fn reassign_to(&self, target: &[i32]) -> ReplicaAssignment {
+        let origin = self.origin_replicas();
+        let mut full: Vec<i32> = Vec::with_capacity(target.len() + origin.len());
+        for &r in target.iter().chain(origin.iter()) {
+            if !full.contains(&r) {
+                full.push(r);
+            }
+        }
+        ReplicaAssignment {
+            adding: diff(&full, &origin),
+            removing: diff(&full, target),
+            replicas: full,
+        }
+    }
+}
+
+/// `a` without the members of `b`, in `a`'s order.
+pub fn diff(a: &[i32], b: &[i32]) -> Vec<i32> {
+    a.iter().copied().filter(|r| !b.contains(r)).collect()
 }
 
 impl ControllerContext {
@@ -67,6 +129,43 @@ impl ControllerContext {
             }
         }
         out
+    }
+
+    /// The partition's full assignment (empty replicas if unknown).
+    pub fn full_assignment(&self, topic: &str, partition: i32) -> ReplicaAssignment {
+        let Some(t) = self.topics.get(topic) else {
+            return ReplicaAssignment::default();
+        };
+        ReplicaAssignment {
+            replicas: t.assignment.get(&partition).cloned().unwrap_or_default(),
+            adding: t.adding.get(&partition).cloned().unwrap_or_default(),
+            removing: t.removing.get(&partition).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// updatePartitionFullReplicaAssignment (memory only).
+    pub fn set_full_assignment(&mut self, topic: &str, partition: i32, a: &ReplicaAssignment) {
+        let Some(t) = self.topics.get_mut(topic) else {
+            return;
+        };
+        t.assignment.insert(partition, a.replicas.clone());
+        if a.adding.is_empty() {
+            t.adding.remove(&partition);
+        } else {
+            t.adding.insert(partition, a.adding.clone());
+        }
+        if a.removing.is_empty() {
+            t.removing.remove(&partition);
+        } else {
+            t.removing.insert(partition, a.removing.clone());
+        }
+    }
+
+    pub fn is_topic_being_reassigned(&self, topic: &str) -> bool {
+        self.partitions_being_reassigned
+            .range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX))
+            .next()
+            .is_some()
     }
 
     pub fn unclean_allowed(&self, topic: &str, broker_default: bool) -> bool {
@@ -112,7 +211,7 @@ pub fn read_topic(zk: &ZkClient, name: &str) -> StoreResult<Option<TopicEntry>> 
         Err(StoreError::NoNode(_)) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let (topic_id, assignment) = topics::decode_topic(&path, &data)?;
+    let znode = topics::decode_topic_znode(&path, &data)?;
     let unclean_override = match zk.get(&topics::topic_config_path(name)) {
         Ok((b, _)) => topics::decode_entity_config(&topics::topic_config_path(name), &b)?
             .get("unclean.leader.election.enable")
@@ -121,8 +220,18 @@ pub fn read_topic(zk: &ZkClient, name: &str) -> StoreResult<Option<TopicEntry>> 
         Err(e) => return Err(e),
     };
     Ok(Some(TopicEntry {
-        topic_id: Uuid::from_bytes(topic_id.unwrap_or_else(topics::random_uuid)),
-        assignment,
+        topic_id: Uuid::from_bytes(znode.topic_id.unwrap_or_else(topics::random_uuid)),
+        assignment: znode.partitions,
+        adding: znode
+            .adding_replicas
+            .into_iter()
+            .filter(|(_, r)| !r.is_empty())
+            .collect(),
+        removing: znode
+            .removing_replicas
+            .into_iter()
+            .filter(|(_, r)| !r.is_empty())
+            .collect(),
         unclean_override,
     }))
 }

@@ -60,6 +60,10 @@ impl KafkaController {
                     self.ctx.states.insert((t.clone(), *p), s);
                 }
             }
+            // Reassignments in progress, as their topic znodes record them.
+            for p in e.adding.keys().chain(e.removing.keys()) {
+                self.ctx.partitions_being_reassigned.insert((t.clone(), *p));
+            }
         }
         let deletions = self.zk.children_watch(DELETE_TOPICS_PATH)?;
         self.zk.children_watch(ISR_CHANGE_PATH)?;
@@ -109,6 +113,7 @@ impl KafkaController {
         drop(elected);
         self.send(batch);
         self.ctx.topics_to_delete = deletions.into_iter().collect();
+        self.initialize_partition_reassignments()?;
         self.resume_topic_deletions()
     }
 
@@ -315,6 +320,11 @@ impl KafkaController {
         batch.add_all_partitions_to_update_metadata();
         batch.mark_brokers_changed();
         self.send(batch);
+        // Reassignments waiting for a target broker go on.
+        let started_set: BTreeSet<i32> = started.iter().copied().collect();
+        self.maybe_resume_reassignments(&|_, a| {
+            a.target_replicas().iter().any(|b| started_set.contains(b))
+        })?;
         self.resume_topic_deletions()
     }
 
@@ -323,6 +333,9 @@ impl KafkaController {
         let names: BTreeSet<String> = self.zk.children_watch(TOPICS_PATH)?.into_iter().collect();
         self.ctx.topics.retain(|t, _| names.contains(t));
         self.ctx.states.retain(|(t, _), _| names.contains(t));
+        self.ctx
+            .partitions_being_reassigned
+            .retain(|(t, _)| names.contains(t));
         let mut new_partitions = Vec::new();
         for name in names {
             if self.ctx.topics.contains_key(&name) {
@@ -367,7 +380,22 @@ impl KafkaController {
             .filter(|p| !known.contains(p))
             .map(|p| (topic.to_string(), *p))
             .collect();
-        self.ctx.topics.insert(topic.to_string(), entry);
+        // Only new partitions come from the znode: the assignments of
+        // known ones are the controller's (its own reassignment writes
+        // land here too), as in Kafka's processPartitionModifications.
+        match self.ctx.topics.get_mut(topic) {
+            Some(known_entry) => {
+                for (t, p) in &added {
+                    debug_assert_eq!(t, topic);
+                    if let Some(r) = entry.assignment.get(p) {
+                        known_entry.assignment.insert(*p, r.clone());
+                    }
+                }
+            }
+            None => {
+                self.ctx.topics.insert(topic.to_string(), entry);
+            }
+        }
         if !added.is_empty() {
             log::info!(
                 "topic {topic}: new partitions {:?}",
@@ -396,7 +424,7 @@ impl KafkaController {
     /// StopReplica(delete) on each of them and leader -2 in UpdateMetadata;
     /// when every replica has answered its znodes are removed. A topic with
     /// an offline replica waits for it to return.
-    fn resume_topic_deletions(&mut self) -> StoreResult<()> {
+    pub(super) fn resume_topic_deletions(&mut self) -> StoreResult<()> {
         let pending: Vec<String> = self.ctx.topics_to_delete.iter().cloned().collect();
         for topic in pending {
             if self.ctx.deletion_pending_acks.contains_key(&topic) {
@@ -410,6 +438,10 @@ impl KafkaController {
                 self.ctx.topics_to_delete.remove(&topic);
                 continue;
             };
+            if self.ctx.is_topic_being_reassigned(&topic) {
+                log::info!("deletion of topic {topic} waits for its reassignment");
+                continue;
+            }
             let replicas: BTreeSet<i32> = entry.assignment.values().flatten().copied().collect();
             if let Some(offline) = replicas.iter().find(|b| !self.ctx.is_live(**b)) {
                 log::info!("deletion of topic {topic} waits for broker {offline}");
@@ -494,6 +526,7 @@ impl KafkaController {
             .delete(&format!("{DELETE_TOPICS_PATH}/{topic}"), ANY_VERSION);
         self.ctx.topics.remove(topic);
         self.ctx.states.retain(|(t, _), _| t != topic);
+        self.ctx.partitions_being_reassigned.retain(|(t, _)| t != topic);
         self.ctx.topics_to_delete.remove(topic);
         Ok(())
     }
@@ -520,6 +553,9 @@ impl KafkaController {
             batch.add_update_metadata(t, *p);
         }
         self.send(batch);
+        for key in &batch_parts {
+            self.maybe_complete_reassignment(key)?;
+        }
         Ok(())
     }
 

@@ -113,7 +113,21 @@ impl KafkaController {
                 }
                 match self.alter_partition(broker_id, &changes) {
                     Ok(r) => {
+                        let changed: Vec<(String, i32)> = r
+                            .iter()
+                            .filter(|x| x.error_code == errors::NONE)
+                            .filter_map(|x| {
+                                self.topic_name(x.topic_id).map(|t| (t, x.partition))
+                            })
+                            .collect();
                         let _ = reply.send(Ok(r));
+                        // The ISR may now hold a reassignment's target.
+                        for key in &changed {
+                            if let Err(e) = self.maybe_complete_reassignment(key) {
+                                self.on_zk_failure("completing a reassignment", e);
+                                break;
+                            }
+                        }
                     }
                     Err(e) => {
                         let _ = reply.send(Err(errors::UNKNOWN_SERVER_ERROR));
@@ -136,6 +150,31 @@ impl KafkaController {
                     }
                 }
             }
+            ControllerRequest::AlterPartitionReassignments {
+                reassignments,
+                reply,
+            } => {
+                if !self.is_active() {
+                    let _ = reply.send(Err(errors::NOT_CONTROLLER));
+                    return;
+                }
+                match self.alter_partition_reassignments(&reassignments) {
+                    Ok(r) => {
+                        let _ = reply.send(Ok(r));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(errors::UNKNOWN_SERVER_ERROR));
+                        self.on_zk_failure("AlterPartitionReassignments", e);
+                    }
+                }
+            }
+            ControllerRequest::ListPartitionReassignments { partitions, reply } => {
+                if !self.is_active() {
+                    let _ = reply.send(Err(errors::NOT_CONTROLLER));
+                    return;
+                }
+                let _ = reply.send(Ok(self.list_partition_reassignments(partitions.as_deref())));
+            }
             ControllerRequest::UncleanElectionConfig {
                 topic,
                 unclean_override,
@@ -150,6 +189,14 @@ impl KafkaController {
                 }
             }
         }
+    }
+
+    fn topic_name(&self, topic_id: uuid::Uuid) -> Option<String> {
+        self.ctx
+            .topics
+            .iter()
+            .find(|(_, e)| e.topic_id == topic_id)
+            .map(|(t, _)| t.clone())
     }
 
     /// The live `unclean.leader.election.enable` broker default.

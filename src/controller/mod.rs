@@ -14,6 +14,7 @@ pub mod context;
 pub mod elections;
 mod events;
 mod leadership;
+pub mod reassignment;
 mod requests;
 
 use std::collections::BTreeMap;
@@ -56,6 +57,20 @@ pub enum ControllerRequest {
     ControlledShutdown {
         broker_id: i32,
         reply: futures_channel::oneshot::Sender<Result<Vec<(String, i32)>, ErrorCode>>,
+    },
+    /// AlterPartitionReassignments (KIP-455).
+    AlterPartitionReassignments {
+        reassignments: Vec<reassignment::ReassignmentRequest>,
+        reply: futures_channel::oneshot::Sender<
+            Result<Vec<reassignment::ReassignmentResult>, ErrorCode>,
+        >,
+    },
+    /// ListPartitionReassignments: the named partitions, or None for all.
+    ListPartitionReassignments {
+        partitions: Option<Vec<(String, i32)>>,
+        reply: futures_channel::oneshot::Sender<
+            Result<Vec<reassignment::OngoingReassignment>, ErrorCode>,
+        >,
     },
     /// A topic's `unclean.leader.election.enable` override (None: unset),
     /// or, with no topic, the broker default changed (Kafka's
@@ -332,6 +347,7 @@ impl KafkaController {
             (NodeEventKind::ChildrenChanged, DELETE_TOPICS_PATH) => self.on_topic_deletion(),
             (NodeEventKind::ChildrenChanged, ISR_CHANGE_PATH) => self.on_isr_change_notification(),
             (_, PREFERRED_ELECTION_PATH) => self.on_preferred_election_node(),
+            (_, reassignment::REASSIGN_PARTITIONS_PATH) => self.on_zk_reassignment().map(|_| ()),
             (NodeEventKind::DataChanged, p) if p.starts_with("/brokers/topics/") => {
                 let topic = &p["/brokers/topics/".len()..];
                 if topic.contains('/') {

@@ -146,6 +146,8 @@ impl<'a> RequestBatch<'a> {
                         isr: s.isr.clone(),
                         partition_epoch: s.zk_version,
                         replicas: entry.assignment.get(&p).cloned().unwrap_or_default(),
+                        adding_replicas: entry.adding.get(&p).cloned().unwrap_or_default(),
+                        removing_replicas: entry.removing.get(&p).cloned().unwrap_or_default(),
                         is_new: self.new_partitions.contains(&(topic.clone(), p)),
                         ..Default::default()
                     });

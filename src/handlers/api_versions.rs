@@ -52,7 +52,14 @@ fn inter_broker_list() -> Vec<ApiVersion> {
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut apis = api_list();
     if ctx.cluster.is_none() {
-        apis.retain(|a| a.api_key != kafka_protocol::messages::ApiKey::AlterPartition as i16);
+        // Controller APIs: a single broker has no controller to run them.
+        use kafka_protocol::messages::ApiKey;
+        const CLUSTER_ONLY: [ApiKey; 3] = [
+            ApiKey::AlterPartition,
+            ApiKey::AlterPartitionReassignments,
+            ApiKey::ListPartitionReassignments,
+        ];
+        apis.retain(|a| !CLUSTER_ONLY.iter().any(|k| *k as i16 == a.api_key));
     }
     if ctx.cluster.is_some() {
         apis.extend(inter_broker_list());

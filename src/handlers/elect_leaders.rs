@@ -78,21 +78,12 @@ async fn elect_on_controller(
     partitions: Option<Vec<(String, i32)>>,
     election_type: i8,
 ) -> Result<Vec<ElectionResult>, ErrorCode> {
-    if !cluster.controller.is_active() {
-        return Err(errors::NOT_CONTROLLER);
-    }
-    let (tx, rx) = futures_channel::oneshot::channel();
-    if !cluster.controller.request(ControllerRequest::ElectLeaders {
+    super::ask_active_controller(cluster, |reply| ControllerRequest::ElectLeaders {
         partitions,
         election_type,
-        reply: tx,
-    }) {
-        return Err(errors::NOT_CONTROLLER);
-    }
-    match rx.await {
-        Ok(result) => result,
-        Err(_) => Err(errors::NOT_CONTROLLER),
-    }
+        reply,
+    })
+    .await
 }
 
 /// One replica per partition: every known partition already has its

@@ -20,6 +20,8 @@ pub mod describe_producers;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
+pub mod alter_partition_reassignments;
+pub mod list_partition_reassignments;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
@@ -172,6 +174,10 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::DescribeProducers => describe_producers::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req).await,
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
+        ApiKey::AlterPartitionReassignments => {
+            alter_partition_reassignments::handle(ctx, &req).await
+        }
+        ApiKey::ListPartitionReassignments => list_partition_reassignments::handle(ctx, &req).await,
         ApiKey::AlterPartition => inter_broker::alter_partition::handle(ctx, &req).await,
         ApiKey::CreateTopics
         | ApiKey::DeleteTopics
@@ -202,6 +208,25 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         | ApiKey::ListTransactions => forward_to_controller(ctx, req).await,
         other => Err(format!("API {other:?} is not served")),
     }
+}
+
+/// Hands a request to this broker's controller thread if it is the
+/// active controller (NOT_CONTROLLER otherwise: the admin client retries
+/// at the controller Metadata names, as with Kafka in ZooKeeper mode).
+pub(crate) async fn ask_active_controller<T>(
+    cluster: &crate::cluster::ClusterHandle,
+    make: impl FnOnce(
+        futures_channel::oneshot::Sender<Result<T, errors::ErrorCode>>,
+    ) -> crate::controller::ControllerRequest,
+) -> Result<T, errors::ErrorCode> {
+    if !cluster.controller.is_active() {
+        return Err(errors::NOT_CONTROLLER);
+    }
+    let (tx, rx) = futures_channel::oneshot::channel();
+    if !cluster.controller.request(make(tx)) {
+        return Err(errors::NOT_CONTROLLER);
+    }
+    rx.await.unwrap_or(Err(errors::NOT_CONTROLLER))
 }
 
 /// Runs a metadata-changing request on the controller shard.

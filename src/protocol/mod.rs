@@ -86,6 +86,8 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::ListTransactions, 0, 1),
     // Cluster mode only (left out of ApiVersions on a single broker).
     api(ApiKey::AlterPartition, 0, 3),
+    api(ApiKey::AlterPartitionReassignments, 0, 0),
+    api(ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 pub fn supported(key: ApiKey) -> Option<&'static ApiRange> {

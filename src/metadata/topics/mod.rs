@@ -180,13 +180,38 @@ fn json_assignment(assignment: &BTreeMap<i32, Vec<i32>>) -> String {
     format!("{{{}}}", parts.join(","))
 }
 
-/// `/brokers/topics/<t>` (TopicZNode.encode, version 3).
+/// `/brokers/topics/<t>` with no reassignment in progress.
 pub fn encode_topic(topic_id: Option<&[u8; 16]>, assignment: &BTreeMap<i32, Vec<i32>>) -> String {
-    let mut out = format!("{{\"partitions\":{}", json_assignment(assignment));
-    if let Some(id) = topic_id {
+    encode_topic_znode(&TopicZNode {
+        topic_id: topic_id.copied(),
+        partitions: assignment.clone(),
+        ..Default::default()
+    })
+}
+
+/// A topic znode: the full replica set of every partition and, for the
+/// partitions being reassigned, the replicas being added and removed
+/// (KIP-455; the target is `partitions` minus `removing_replicas`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicZNode {
+    pub topic_id: Option<[u8; 16]>,
+    pub partitions: Assignment,
+    pub adding_replicas: Assignment,
+    pub removing_replicas: Assignment,
+}
+
+/// TopicZNode.encode, version 3.
+pub fn encode_topic_znode(z: &TopicZNode) -> String {
+    let mut out = format!("{{\"partitions\":{}", json_assignment(&z.partitions));
+    if let Some(id) = &z.topic_id {
         let _ = write!(out, ",\"topic_id\":\"{}\"", uuid_to_string(id));
     }
-    out.push_str(",\"adding_replicas\":{},\"removing_replicas\":{},\"version\":3}");
+    let _ = write!(
+        out,
+        ",\"adding_replicas\":{},\"removing_replicas\":{},\"version\":3}}",
+        json_assignment(&z.adding_replicas),
+        json_assignment(&z.removing_replicas)
+    );
     out
 }
 
@@ -286,25 +311,40 @@ fn int_list(v: &Value) -> Option<Vec<i32>> {
 
 /// Decodes TopicZNode JSON into (topic id, assignment).
 pub fn decode_topic(path: &str, bytes: &[u8]) -> StoreResult<(Option<[u8; 16]>, Assignment)> {
+    let z = decode_topic_znode(path, bytes)?;
+    Ok((z.topic_id, z.partitions))
+}
+
+/// Decodes TopicZNode JSON of any version (1-3; the reassignment fields
+/// exist from version 2 on).
+pub fn decode_topic_znode(path: &str, bytes: &[u8]) -> StoreResult<TopicZNode> {
     let bad = |m: &str| StoreError::Corrupt(format!("{path}: {m}"));
     let v = parse_json(path, bytes)?;
     let topic_id = match v.get("topic_id").and_then(Value::as_str) {
         Some(s) => Some(uuid_from_string(s).map_err(|e| bad(&e))?),
         None => None,
     };
-    let mut assignment = BTreeMap::new();
-    if let Some(parts) = v.get("partitions").and_then(Value::as_object) {
-        for (p, replicas) in parts {
-            let p: i32 = p
-                .parse()
-                .map_err(|_| bad("partition key is not an integer"))?;
-            assignment.insert(
-                p,
-                int_list(replicas).ok_or_else(|| bad("replicas are not integers"))?,
-            );
+    let assignment = |key: &str| -> StoreResult<Assignment> {
+        let mut out = BTreeMap::new();
+        if let Some(parts) = v.get(key).and_then(Value::as_object) {
+            for (p, replicas) in parts {
+                let p: i32 = p
+                    .parse()
+                    .map_err(|_| bad("partition key is not an integer"))?;
+                out.insert(
+                    p,
+                    int_list(replicas).ok_or_else(|| bad("replicas are not integers"))?,
+                );
+            }
         }
-    }
-    Ok((topic_id, assignment))
+        Ok(out)
+    };
+    Ok(TopicZNode {
+        topic_id,
+        partitions: assignment("partitions")?,
+        adding_replicas: assignment("adding_replicas")?,
+        removing_replicas: assignment("removing_replicas")?,
+    })
 }
 
 pub fn decode_partition_state(
