@@ -6,7 +6,9 @@ DescribeConfigs, and bulk data written with raw Produce so that a
 throttled follower cannot catch up."""
 
 import json
+import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -228,3 +230,86 @@ def settled(cluster, topic, want):
     parts = {int(p): r for p, r in node["partitions"].items()}
     return (parts == want and all(v == [] for v in node.get("adding_replicas", {}).values())
             and all(v == [] for v in node.get("removing_replicas", {}).values()))
+
+
+def dir_inodes(broker, topic):
+    """{directory name: inode} of the topic's partition directories on
+    `broker` (a directory moved away and back would get a new inode)."""
+    return {d: os.stat(os.path.join(broker.log_dirs, d)).st_ino for d in broker.partition_dirs(topic)}
+
+
+def create(cluster, topic, assignment, config=None):
+    """Creates `topic` with an explicit {partition: replicas} assignment."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = cluster.admin()
+    parts = [assignment[p] for p in sorted(assignment)]
+    futs = admin.create_topics([NewTopic(topic, num_partitions=len(parts), replication_factor=-1,
+                                         replica_assignment=parts, config=config or {})],
+                               operation_timeout=30, request_timeout=60)
+    futs[topic].result(90)
+    cluster.wait_converged(topics=[topic])
+
+
+def end_offsets(bootstrap, topic, partitions):
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: o for tp, o in consumer.end_offsets(tps).items()}
+    finally:
+        consumer.close()
+
+
+class TailConsumer:
+    """A kafka-python consumer (no group) reading every partition from the
+    beginning in its own thread while the test runs; finish(ends) lets it
+    read up to `ends` and returns [(partition, offset, value)] in the
+    order consumed."""
+
+    def __init__(self, bootstrap, topic, partitions):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.records = []
+        self.ends = None
+        self.error = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"tail-{topic}", daemon=True)
+        self.thread.start()
+
+    def count(self):
+        return len(self.records)
+
+    def _run(self):
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                 auto_offset_reset="earliest", metadata_max_age_ms=2000,
+                                 request_timeout_ms=30000)
+        try:
+            tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            while not self.stop.is_set():
+                for tp, recs in consumer.poll(timeout_ms=300).items():
+                    self.records.extend((r.partition, r.offset, r.value) for r in recs)
+                ends = self.ends
+                if ends is not None and all(consumer.position(tp) >= ends[tp.partition] for tp in tps):
+                    return
+        except Exception as e:  # reported by finish()
+            self.error = e
+        finally:
+            consumer.close()
+
+    def finish(self, ends, timeout_s=60):
+        self.ends = ends
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            self.stop.set()
+            self.thread.join(10)
+            raise AssertionError(f"consumer did not reach {ends} in {timeout_s}s (read {len(self.records)})")
+        if self.error is not None:
+            raise AssertionError(f"consumer failed: {self.error!r}")
+        return self.records

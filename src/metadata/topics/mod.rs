@@ -532,18 +532,15 @@ pub fn add_partitions_assignment(
 ) -> StoreResult<()> {
     let path = topic_path(name);
     let (bytes, stat) = store.get(&path)?;
-    let (topic_id, mut assignment) = decode_topic(&path, &bytes)?;
+    // The reassignment fields stay: the controller may be moving replicas.
+    let mut znode = decode_topic_znode(&path, &bytes)?;
     for (p, replicas) in new_partitions {
-        if assignment.insert(*p, replicas.clone()).is_some() {
+        if znode.partitions.insert(*p, replicas.clone()).is_some() {
             return Err(StoreError::NodeExists(partition_state_path(name, *p)));
         }
     }
     store
-        .set(
-            &path,
-            encode_topic(topic_id.as_ref(), &assignment).as_bytes(),
-            stat.version,
-        )
+        .set(&path, encode_topic_znode(&znode).as_bytes(), stat.version)
         .map(|_| ())
 }
 

@@ -123,6 +123,26 @@ fn json_layouts_exact() {
 }
 
 #[test]
+fn topic_znode_keeps_a_reassignment() {
+    let z = TopicZNode {
+        topic_id: Some([1; 16]),
+        partitions: BTreeMap::from([(0, vec![4, 2, 3, 1]), (1, vec![2, 3])]),
+        adding_replicas: BTreeMap::from([(0, vec![4])]),
+        removing_replicas: BTreeMap::from([(0, vec![1])]),
+    };
+    let json = encode_topic_znode(&z);
+    assert_eq!(
+        json,
+        r#"{"partitions":{"0":[4,2,3,1],"1":[2,3]},"topic_id":"AQEBAQEBAQEBAQEBAQEBAQ","adding_replicas":{"0":[4]},"removing_replicas":{"0":[1]},"version":3}"#
+    );
+    assert_eq!(decode_topic_znode("/t", json.as_bytes()).unwrap(), z);
+    // Version 1 (no id, no reassignment fields) still reads.
+    let v1 = decode_topic_znode("/t", br#"{"version":1,"partitions":{"0":[1]}}"#).unwrap();
+    assert_eq!(v1.partitions, BTreeMap::from([(0, vec![1])]));
+    assert!(v1.adding_replicas.is_empty() && v1.topic_id.is_none());
+}
+
+#[test]
 fn topic_lifecycle_on_embedded_store() {
     let dir = temp_dir("life");
     let mut store = EmbeddedStore::open(&dir).unwrap();
