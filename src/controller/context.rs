@@ -42,6 +42,9 @@ pub struct ControllerContext {
     /// Partitions with a reassignment in progress (adding or removing
     /// replicas in their topic znode).
     pub partitions_being_reassigned: BTreeSet<(String, i32)>,
+    /// Replicas a live broker reported in a failed log directory
+    /// (KAFKA_STORAGE_ERROR in its LeaderAndIsr answer), by broker.
+    pub replicas_on_offline_dirs: BTreeMap<i32, BTreeSet<(String, i32)>>,
 }
 
 /// A partition's replicas as Kafka's ReplicaAssignment: the full set, and
@@ -103,6 +106,16 @@ impl ControllerContext {
         self.live_brokers.contains_key(&broker)
     }
 
+    /// isReplicaOnline: the broker is live and the replica's log dir is not
+    /// offline.
+    pub fn is_replica_online(&self, broker: i32, topic: &str, partition: i32) -> bool {
+        self.is_live(broker)
+            && !self
+                .replicas_on_offline_dirs
+                .get(&broker)
+                .is_some_and(|s| s.contains(&(topic.to_string(), partition)))
+    }
+
     pub fn partitions_of(&self, topic: &str) -> Vec<i32> {
         self.topics
             .get(topic)
@@ -159,13 +172,6 @@ impl ControllerContext {
         } else {
             t.removing.insert(partition, a.removing.clone());
         }
-    }
-
-    pub fn is_topic_being_reassigned(&self, topic: &str) -> bool {
-        self.partitions_being_reassigned
-            .range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX))
-            .next()
-            .is_some()
     }
 
     pub fn unclean_allowed(&self, topic: &str, broker_default: bool) -> bool {

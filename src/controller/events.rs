@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::context::{self, read_brokers, read_state, read_topic, BROKER_IDS_PATH, TOPICS_PATH};
 use super::elections::{self, LeaderAndIsr};
+use super::log_dir_events::LOG_DIR_EVENT_NOTIFICATION_PATH;
 use super::requests::{send_stop_replica, RequestBatch};
 use super::{
     ControllerEvent, KafkaController, DELETE_TOPICS_PATH, ISR_CHANGE_PATH, PREFERRED_ELECTION_PATH,
@@ -21,7 +22,7 @@ type States = BTreeMap<(String, i32), LeaderAndIsr>;
 
 impl KafkaController {
     pub(super) fn batch(&self) -> RequestBatch<'_> {
-        RequestBatch::new(self.broker_id, self.epoch, &self.ctx)
+        RequestBatch::new(self.broker_id, self.epoch, &self.ctx, self.events_tx.clone())
     }
 
     pub(super) fn send(&self, batch: RequestBatch<'_>) {
@@ -67,6 +68,14 @@ impl KafkaController {
         }
         let deletions = self.zk.children_watch(DELETE_TOPICS_PATH)?;
         self.zk.children_watch(ISR_CHANGE_PATH)?;
+        // Pending log dir events are moot: every replica gets LeaderAndIsr
+        // below, and the answers tell which directories are offline.
+        for c in self.zk.children(LOG_DIR_EVENT_NOTIFICATION_PATH)? {
+            let _ = self
+                .zk
+                .delete(&format!("{LOG_DIR_EVENT_NOTIFICATION_PATH}/{c}"), ANY_VERSION);
+        }
+        self.zk.children_watch(LOG_DIR_EVENT_NOTIFICATION_PATH)?;
         self.zk.exists_watch(PREFERRED_ELECTION_PATH)?;
         let mut channels = ControllerChannelManager::new(
             self.broker_id,
@@ -151,8 +160,11 @@ impl KafkaController {
             }
             let replicas = self.ctx.replicas(&t, p).to_vec();
             let ctx = &self.ctx;
-            let Some(state) =
-                elections::initial_leader_and_isr(&replicas, &|b| ctx.is_live(b), self.epoch)
+            let Some(state) = elections::initial_leader_and_isr(
+                &replicas,
+                &|b| ctx.is_replica_online(b, &t, p),
+                self.epoch,
+            )
             else {
                 log::warn!(
                     "partition {t}-{p}: no live replica among {replicas:?}; it stays offline"
@@ -194,14 +206,15 @@ impl KafkaController {
     pub(super) fn elect_offline_partitions(&mut self) -> StoreResult<Vec<(String, i32)>> {
         let mut updates: States = BTreeMap::new();
         for ((t, p), s) in &self.ctx.states {
-            if self.ctx.is_live(s.leader) || self.ctx.topics_to_delete.contains(t) {
+            if self.ctx.is_replica_online(s.leader, t, *p) || self.ctx.topics_to_delete.contains(t)
+            {
                 continue;
             }
             let replicas = self.ctx.replicas(t, *p);
             let unclean = self.ctx.unclean_allowed(t, self.unclean_default());
             let ctx = &self.ctx;
-            if let Some(next) =
-                elections::elect_offline(s, replicas, &|b| ctx.is_live(b), unclean, self.epoch)
+            let online = |b: i32| ctx.is_replica_online(b, t, *p);
+            if let Some(next) = elections::elect_offline(s, replicas, &online, unclean, self.epoch)
             {
                 if next.leader != s.leader {
                     updates.insert((t.clone(), *p), next);
@@ -266,26 +279,40 @@ impl KafkaController {
     /// onBrokerFailure: new leaders for partitions the dead brokers led,
     /// the dead brokers out of every ISR.
     fn on_broker_failure(&mut self, dead: &[i32]) -> StoreResult<()> {
+        for d in dead {
+            self.ctx.replicas_on_offline_dirs.remove(d);
+        }
+        self.on_replicas_become_offline(&|b, _, _| dead.contains(&b), true)
+    }
+
+    /// onReplicasBecomeOffline: for every partition with a replica `gone`
+    /// picks (already not online in the context), a new leader where one
+    /// of them led, and those replicas out of the ISR, in one new epoch.
+    pub(super) fn on_replicas_become_offline(
+        &mut self,
+        gone: &dyn Fn(i32, &str, i32) -> bool,
+        brokers_changed: bool,
+    ) -> StoreResult<()> {
         let mut updates: States = BTreeMap::new();
         for ((t, p), s) in &self.ctx.states {
             let replicas = self.ctx.replicas(t, *p);
-            if !replicas.iter().any(|b| dead.contains(b)) {
+            let lost: Vec<i32> = replicas.iter().copied().filter(|b| gone(*b, t, *p)).collect();
+            if lost.is_empty() {
                 continue;
             }
             let ctx = &self.ctx;
-            let is_live = |b: i32| ctx.is_live(b);
+            let online = |b: i32| ctx.is_replica_online(b, t, *p);
             let mut next = s.clone();
             let mut changed = false;
-            if dead.contains(&s.leader) {
+            if lost.contains(&s.leader) {
                 let unclean = self.ctx.unclean_allowed(t, self.unclean_default());
-                if let Some(n) =
-                    elections::elect_offline(s, replicas, &is_live, unclean, self.epoch)
+                if let Some(n) = elections::elect_offline(s, replicas, &online, unclean, self.epoch)
                 {
                     next = n;
                     changed = true;
                 }
             }
-            for &d in dead {
+            for &d in &lost {
                 if let Some(n) = elections::remove_from_isr(&next, d, self.epoch) {
                     // One epoch bump per controller step.
                     next = LeaderAndIsr {
@@ -299,13 +326,17 @@ impl KafkaController {
                 updates.insert((t.clone(), *p), next);
             }
         }
-        self.write_states_and_send(&updates, true)?;
+        self.write_states_and_send(&updates, brokers_changed)?;
         Ok(())
     }
 
     /// onBrokerStartup: full metadata to everyone, the new brokers' replicas
     /// by LeaderAndIsr, leaders for partitions that can now have one.
     fn on_broker_startup(&mut self, started: &[i32]) -> StoreResult<()> {
+        // A restarted broker reports its log directories afresh.
+        for b in started {
+            self.ctx.replicas_on_offline_dirs.remove(b);
+        }
         let created = self.initialize_new_partitions(None)?;
         let elected = self.elect_offline_partitions()?;
         let mut batch = self.batch();
@@ -438,10 +469,6 @@ impl KafkaController {
                 self.ctx.topics_to_delete.remove(&topic);
                 continue;
             };
-            if self.ctx.is_topic_being_reassigned(&topic) {
-                log::info!("deletion of topic {topic} waits for its reassignment");
-                continue;
-            }
             let replicas: BTreeSet<i32> = entry.assignment.values().flatten().copied().collect();
             if let Some(offline) = replicas.iter().find(|b| !self.ctx.is_live(**b)) {
                 log::info!("deletion of topic {topic} waits for broker {offline}");

@@ -39,7 +39,7 @@ impl KafkaController {
             };
             let replicas = self.ctx.replicas(t, *p);
             let ctx = &self.ctx;
-            let is_live = |b: i32| ctx.is_live(b);
+            let is_live = |b: i32| ctx.is_replica_online(b, t, *p);
             if election_type == 0 {
                 if replicas.first() == Some(&s.leader) {
                     results.push(result(errors::ELECTION_NOT_NEEDED, None));
@@ -117,7 +117,7 @@ impl KafkaController {
                             .iter()
                             .filter(|x| x.error_code == errors::NONE)
                             .filter_map(|x| {
-                                self.topic_name(x.topic_id).map(|t| (t, x.partition))
+                                self.topic_name_of(x.topic_id).map(|t| (t, x.partition))
                             })
                             .collect();
                         let _ = reply.send(Ok(r));
@@ -189,14 +189,6 @@ impl KafkaController {
                 }
             }
         }
-    }
-
-    fn topic_name(&self, topic_id: uuid::Uuid) -> Option<String> {
-        self.ctx
-            .topics
-            .iter()
-            .find(|(_, e)| e.topic_id == topic_id)
-            .map(|(t, _)| t.clone())
     }
 
     /// The live `unclean.leader.election.enable` broker default.
@@ -347,7 +339,7 @@ impl KafkaController {
                 let leader = elections::controlled_shutdown_leader(
                     replicas,
                     &s.isr,
-                    &|b| ctx.is_live(b),
+                    &|b| ctx.is_replica_online(b, t, *p),
                     &|b| ctx.shutting_down.contains(&b),
                 );
                 if let Some(l) = leader {

@@ -14,6 +14,7 @@ pub mod context;
 pub mod elections;
 mod events;
 mod leadership;
+pub mod log_dir_events;
 pub mod reassignment;
 mod requests;
 
@@ -112,6 +113,11 @@ pub struct ElectionResult {
 pub(crate) enum ControllerEvent {
     Zk(ZkEvent),
     Request(ControllerRequest),
+    /// A broker's answer to a LeaderAndIsr.
+    LeaderAndIsrResponse {
+        broker: i32,
+        body: bytes::Bytes,
+    },
     /// A broker answered the StopReplica(delete) of a topic being deleted.
     DeletionAck {
         topic: String,
@@ -281,6 +287,11 @@ impl KafkaController {
             }
             ControllerEvent::Zk(_) => {}
             ControllerEvent::Request(req) => self.on_request(req),
+            ControllerEvent::LeaderAndIsrResponse { broker, body } => {
+                if self.is_active() {
+                    self.on_leader_and_isr_response(broker, &body);
+                }
+            }
             ControllerEvent::DeletionAck { topic, broker, ok } => {
                 if self.is_active() {
                     self.on_deletion_ack(&topic, broker, ok);
@@ -346,6 +357,9 @@ impl KafkaController {
             (NodeEventKind::ChildrenChanged, context::TOPICS_PATH) => self.on_topic_change(),
             (NodeEventKind::ChildrenChanged, DELETE_TOPICS_PATH) => self.on_topic_deletion(),
             (NodeEventKind::ChildrenChanged, ISR_CHANGE_PATH) => self.on_isr_change_notification(),
+            (NodeEventKind::ChildrenChanged, log_dir_events::LOG_DIR_EVENT_NOTIFICATION_PATH) => {
+                self.on_log_dir_event_notification()
+            }
             (_, PREFERRED_ELECTION_PATH) => self.on_preferred_election_node(),
             (_, reassignment::REASSIGN_PARTITIONS_PATH) => self.on_zk_reassignment().map(|_| ()),
             (NodeEventKind::DataChanged, p) if p.starts_with("/brokers/topics/") => {

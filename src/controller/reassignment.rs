@@ -259,13 +259,14 @@ impl KafkaController {
             return Ok(());
         };
         let target = self.ctx.replicas(&key.0, key.1).to_vec();
-        let leader = if target.contains(&s.leader) && self.ctx.is_live(s.leader) {
+        let online = |b: i32| self.ctx.is_replica_online(b, &key.0, key.1);
+        let leader = if target.contains(&s.leader) && online(s.leader) {
             s.leader
         } else {
             match target
                 .iter()
                 .copied()
-                .find(|r| self.ctx.is_live(*r) && s.isr.contains(r))
+                .find(|r| online(*r) && s.isr.contains(r))
             {
                 Some(l) => l,
                 None => {
@@ -303,7 +304,7 @@ impl KafkaController {
             replicas
                 .iter()
                 .copied()
-                .find(|r| self.ctx.is_live(*r) && isr.contains(r))
+                .find(|r| self.ctx.is_replica_online(*r, &key.0, key.1) && isr.contains(r))
                 .unwrap_or(super::elections::NO_LEADER)
         } else {
             s.leader
@@ -538,10 +539,11 @@ fn set_or_remove(map: &mut BTreeMap<i32, Vec<i32>>, partition: i32, replicas: &[
     }
 }
 
-/// A Scala Seq as Kafka's messages print it: `List(1, 2)`.
+/// The request's replicas as Kafka's messages print them (a Scala
+/// mutable Buffer): `ArrayBuffer(1, 2)`.
 fn scala_list(items: &[i32]) -> String {
     let parts: Vec<String> = items.iter().map(i32::to_string).collect();
-    format!("List({})", parts.join(", "))
+    format!("ArrayBuffer({})", parts.join(", "))
 }
 
 /// `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}`.

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::context::ControllerContext;
+use super::ControllerEvent;
 use crate::controller::channel::{ControllerChannelManager, QueuedRequest, ResponseCallback};
 use crate::protocol::inter_broker::{
     LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState, LeaderAndIsrRequest,
@@ -42,10 +43,17 @@ pub struct RequestBatch<'a> {
     new_partitions: BTreeSet<(String, i32)>,
     /// Send UpdateMetadata even with no partition in it (the live brokers changed).
     brokers_changed: bool,
+    /// Where LeaderAndIsr answers go (they report offline log directories).
+    events: crossbeam_channel::Sender<ControllerEvent>,
 }
 
 impl<'a> RequestBatch<'a> {
-    pub fn new(controller_id: i32, controller_epoch: i32, ctx: &'a ControllerContext) -> Self {
+    pub fn new(
+        controller_id: i32,
+        controller_epoch: i32,
+        ctx: &'a ControllerContext,
+        events: crossbeam_channel::Sender<ControllerEvent>,
+    ) -> Self {
         RequestBatch {
             controller_id,
             controller_epoch,
@@ -55,6 +63,7 @@ impl<'a> RequestBatch<'a> {
             deleting: BTreeSet::new(),
             new_partitions: BTreeSet::new(),
             brokers_changed: false,
+            events,
         }
     }
 
@@ -171,7 +180,12 @@ impl<'a> RequestBatch<'a> {
                 live_leaders: live_leaders.clone(),
                 ..Default::default()
             };
-            queue(channels, *broker, LEADER_AND_ISR_KEY, version, &body, None);
+            let events = self.events.clone();
+            let from = *broker;
+            let cb: ResponseCallback = Box::new(move |body| {
+                let _ = events.send(ControllerEvent::LeaderAndIsrResponse { broker: from, body });
+            });
+            queue(channels, *broker, LEADER_AND_ISR_KEY, version, &body, Some(cb));
         }
         if !self.brokers_changed
             && self.update_metadata.is_empty()
@@ -206,7 +220,7 @@ impl<'a> RequestBatch<'a> {
             let offline: Vec<i32> = replicas
                 .iter()
                 .copied()
-                .filter(|b| !self.ctx.is_live(*b))
+                .filter(|b| !self.ctx.is_replica_online(*b, topic, *p))
                 .collect();
             let deleting = self.deleting.contains(topic);
             by_topic

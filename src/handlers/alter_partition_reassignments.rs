@@ -55,6 +55,8 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let body = match outcome {
         Ok(results) => AlterPartitionReassignmentsResponse::default()
             .with_error_code(errors::NONE.code())
+            // Kafka's default message is "" where no error is set.
+            .with_error_message(Some(StrBytes::from_static_str("")))
             .with_responses(by_topic(results)),
         Err(code) => AlterPartitionReassignmentsResponse::default()
             .with_error_code(code.code())

@@ -42,6 +42,8 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let body = match outcome {
         Ok(ongoing) => ListPartitionReassignmentsResponse::default()
             .with_error_code(errors::NONE.code())
+            // Kafka's default message is "" where no error is set.
+            .with_error_message(Some(StrBytes::from_static_str("")))
             .with_topics(by_topic(ongoing)),
         Err(code) => ListPartitionReassignmentsResponse::default()
             .with_error_code(code.code())

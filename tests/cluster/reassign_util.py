@@ -98,13 +98,6 @@ def config_tool(cluster, *args):
     return cl.kafka_tool(CONFIG_TOOL, "--bootstrap-server", cluster.bootstrap(), *args).stdout
 
 
-def remove_topic_throttle(cluster, topic):
-    """Deletes the topic's throttled-replica lists (kafka-configs), which
-    lifts the throttle off every replica of the topic."""
-    return config_tool(cluster, "--entity-type", "topics", "--entity-name", topic, "--alter",
-                       "--delete-config", ",".join(TOPIC_THROTTLES))
-
-
 def remove_broker_throttles(cluster, broker_ids):
     for b in broker_ids:
         config_tool(cluster, "--entity-type", "brokers", "--entity-name", str(b), "--alter",
@@ -131,12 +124,13 @@ def topic_dynamic(port, topic, keys=TOPIC_THROTTLES):
 
 def fill(port, topic, partition, batches, batch_records=16, value_size=8192):
     """Writes batches x batch_records records of value_size bytes to the
-    leader on `port` (raw Produce v3, acks=1)."""
+    leader on `port` (raw Produce v3, acks=all: the high watermark is past
+    them when it returns)."""
     payload = b"r" * value_size
     with dc.Conn(port) as c:
         for i in range(batches):
             batch = cu.record_batch([(None, payload, [])] * batch_records, int(time.time() * 1000))
-            c.sock.sendall(cu.produce_v3(i + 1, topic, partition, batch, acks=1))
+            c.sock.sendall(cu.produce_v3(i + 1, topic, partition, batch, acks=-1))
             _, res = cu.parse_produce_v3_response(cu.recv_frame(c.sock))
             err = res[(topic, partition)][0]
             assert err == 0, f"produce to {topic}-{partition}: error {err}"
