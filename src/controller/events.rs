@@ -22,7 +22,12 @@ type States = BTreeMap<(String, i32), LeaderAndIsr>;
 
 impl KafkaController {
     pub(super) fn batch(&self) -> RequestBatch<'_> {
-        RequestBatch::new(self.broker_id, self.epoch, &self.ctx, self.events_tx.clone())
+        RequestBatch::new(
+            self.broker_id,
+            self.epoch,
+            &self.ctx,
+            self.events_tx.clone(),
+        )
     }
 
     pub(super) fn send(&self, batch: RequestBatch<'_>) {
@@ -71,9 +76,10 @@ impl KafkaController {
         // Pending log dir events are moot: every replica gets LeaderAndIsr
         // below, and the answers tell which directories are offline.
         for c in self.zk.children(LOG_DIR_EVENT_NOTIFICATION_PATH)? {
-            let _ = self
-                .zk
-                .delete(&format!("{LOG_DIR_EVENT_NOTIFICATION_PATH}/{c}"), ANY_VERSION);
+            let _ = self.zk.delete(
+                &format!("{LOG_DIR_EVENT_NOTIFICATION_PATH}/{c}"),
+                ANY_VERSION,
+            );
         }
         self.zk.children_watch(LOG_DIR_EVENT_NOTIFICATION_PATH)?;
         self.zk.exists_watch(PREFERRED_ELECTION_PATH)?;
@@ -164,8 +170,7 @@ impl KafkaController {
                 &replicas,
                 &|b| ctx.is_replica_online(b, &t, p),
                 self.epoch,
-            )
-            else {
+            ) else {
                 log::warn!(
                     "partition {t}-{p}: no live replica among {replicas:?}; it stays offline"
                 );
@@ -296,7 +301,11 @@ impl KafkaController {
         let mut updates: States = BTreeMap::new();
         for ((t, p), s) in &self.ctx.states {
             let replicas = self.ctx.replicas(t, *p);
-            let lost: Vec<i32> = replicas.iter().copied().filter(|b| gone(*b, t, *p)).collect();
+            let lost: Vec<i32> = replicas
+                .iter()
+                .copied()
+                .filter(|b| gone(*b, t, *p))
+                .collect();
             if lost.is_empty() {
                 continue;
             }
@@ -553,7 +562,9 @@ impl KafkaController {
             .delete(&format!("{DELETE_TOPICS_PATH}/{topic}"), ANY_VERSION);
         self.ctx.topics.remove(topic);
         self.ctx.states.retain(|(t, _), _| t != topic);
-        self.ctx.partitions_being_reassigned.retain(|(t, _)| t != topic);
+        self.ctx
+            .partitions_being_reassigned
+            .retain(|(t, _)| t != topic);
         self.ctx.topics_to_delete.remove(topic);
         Ok(())
     }

@@ -42,7 +42,10 @@ impl KafkaController {
     pub(super) fn on_log_dir_event_notification(&mut self) -> StoreResult<()> {
         let children = self.zk.children_watch(LOG_DIR_EVENT_NOTIFICATION_PATH)?;
         let mut brokers = BTreeSet::new();
-        for c in children.iter().filter(|c| c.starts_with(LOG_DIR_EVENT_PREFIX)) {
+        for c in children
+            .iter()
+            .filter(|c| c.starts_with(LOG_DIR_EVENT_PREFIX))
+        {
             let path = format!("{LOG_DIR_EVENT_NOTIFICATION_PATH}/{c}");
             match self.zk.get(&path) {
                 Ok((data, _)) => match decode_log_dir_event(&data) {
@@ -151,9 +154,18 @@ mod tests {
 
     #[test]
     fn log_dir_events_round_trip() {
-        assert_eq!(encode_log_dir_event(3), r#"{"version":1,"broker":3,"event":1}"#);
-        assert_eq!(decode_log_dir_event(encode_log_dir_event(3).as_bytes()), Some(3));
-        assert_eq!(decode_log_dir_event(br#"{"version":1,"broker":3,"event":2}"#), None);
+        assert_eq!(
+            encode_log_dir_event(3),
+            r#"{"version":1,"broker":3,"event":1}"#
+        );
+        assert_eq!(
+            decode_log_dir_event(encode_log_dir_event(3).as_bytes()),
+            Some(3)
+        );
+        assert_eq!(
+            decode_log_dir_event(br#"{"version":1,"broker":3,"event":2}"#),
+            None
+        );
         assert_eq!(decode_log_dir_event(b"nope"), None);
     }
 }

@@ -66,7 +66,11 @@ impl KafkaController {
                 .as_ref()
                 .and_then(|t| self.validate_replicas(&r.topic, r.partition, t));
             if let Some(message) = invalid {
-                results.push(result(&key, errors::INVALID_REPLICA_ASSIGNMENT, Some(message)));
+                results.push(result(
+                    &key,
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    Some(message),
+                ));
                 continue;
             }
             match self.maybe_build_reassignment(&key, r.target.as_deref()) {
@@ -108,12 +112,7 @@ impl KafkaController {
         if adding.iter().all(|b| self.ctx.is_live(*b)) {
             return None;
         }
-        let live: Vec<String> = self
-            .ctx
-            .live_brokers
-            .keys()
-            .map(i32::to_string)
-            .collect();
+        let live: Vec<String> = self.ctx.live_brokers.keys().map(i32::to_string).collect();
         Some(format!(
             "Replica assignment has brokers that are not alive. Replica list: {}, live broker list: Set({})",
             scala_list(&adding),
@@ -226,7 +225,11 @@ impl KafkaController {
 
     /// isReassignmentComplete: nothing to move, or every target replica in
     /// the ISR as ZooKeeper has it.
-    fn is_reassignment_complete(&self, key: &Partition, a: &ReplicaAssignment) -> StoreResult<bool> {
+    fn is_reassignment_complete(
+        &self,
+        key: &Partition,
+        a: &ReplicaAssignment,
+    ) -> StoreResult<bool> {
         if !a.is_being_reassigned() {
             return Ok(true);
         }
@@ -386,7 +389,12 @@ impl KafkaController {
         &mut self,
         select: &dyn Fn(&Partition, &ReplicaAssignment) -> bool,
     ) -> StoreResult<()> {
-        let pending: Vec<Partition> = self.ctx.partitions_being_reassigned.iter().cloned().collect();
+        let pending: Vec<Partition> = self
+            .ctx
+            .partitions_being_reassigned
+            .iter()
+            .cloned()
+            .collect();
         for key in pending {
             let a = self.ctx.full_assignment(&key.0, key.1);
             if select(&key, &a) {
@@ -505,7 +513,12 @@ impl KafkaController {
         let keys: &[Partition] = match partitions {
             Some(p) => p,
             None => {
-                all = self.ctx.partitions_being_reassigned.iter().cloned().collect();
+                all = self
+                    .ctx
+                    .partitions_being_reassigned
+                    .iter()
+                    .cloned()
+                    .collect();
                 &all
             }
         };
@@ -617,6 +630,9 @@ mod tests {
         let json = encode_reassignment(&list);
         assert_eq!(parse_reassignment(json.as_bytes()), list);
         assert!(parse_reassignment(b"{").is_empty());
-        assert!(parse_reassignment(br#"{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":["x"]}]}"#).is_empty());
+        assert!(parse_reassignment(
+            br#"{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":["x"]}]}"#
+        )
+        .is_empty());
     }
 }

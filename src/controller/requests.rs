@@ -185,7 +185,14 @@ impl<'a> RequestBatch<'a> {
             let cb: ResponseCallback = Box::new(move |body| {
                 let _ = events.send(ControllerEvent::LeaderAndIsrResponse { broker: from, body });
             });
-            queue(channels, *broker, LEADER_AND_ISR_KEY, version, &body, Some(cb));
+            queue(
+                channels,
+                *broker,
+                LEADER_AND_ISR_KEY,
+                version,
+                &body,
+                Some(cb),
+            );
         }
         if !self.brokers_changed
             && self.update_metadata.is_empty()
