@@ -8,7 +8,7 @@
 
 pub mod config_changes;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -17,7 +17,7 @@ use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::metadata::configs::{self as entity, EntityConfigChange};
 use crate::metadata::meta_properties::{
-    read_meta_properties, write_meta_properties, MetaProperties,
+    read_meta_properties_ensemble, write_meta_properties_all, MetaProperties,
 };
 use crate::metadata::topics;
 use crate::metadata::MetadataStore;
@@ -204,7 +204,7 @@ fn resolve_broker_id(
 /// Returns the handle and the config with the resolved `broker.id`.
 pub fn start(
     mut config: BrokerConfig,
-    log_dir: &Path,
+    log_dirs: &[PathBuf],
 ) -> Result<(Arc<ClusterHandle>, BrokerConfig), String> {
     let connect = config
         .zookeeper_connect
@@ -219,7 +219,7 @@ pub fn start(
     topics::ensure_base_paths(&mut zk).map_err(|e| format!("ZooKeeper paths: {e}"))?;
     let cluster_id =
         topics::get_or_create_cluster_id(&mut zk).map_err(|e| format!("/cluster/id: {e}"))?;
-    let meta = read_meta_properties(log_dir)?;
+    let meta = read_meta_properties_ensemble(log_dirs)?;
     if let Some(stored) = &meta.cluster_id {
         if *stored != cluster_id {
             return Err(format!(
@@ -230,7 +230,7 @@ pub fn start(
     }
     let broker_id = resolve_broker_id(&config, &meta, &mut zk)?;
     config.broker_id = broker_id;
-    write_meta_properties(log_dir, broker_id, &cluster_id)?;
+    write_meta_properties_all(log_dirs, broker_id, &cluster_id)?;
     crate::zk::broker_registration::register_broker(&mut zk, &config, broker_id)?;
     log::info!(
         "registered broker {broker_id} at /brokers/ids/{broker_id} (cluster {cluster_id}, ZooKeeper session {:#x})",

@@ -33,8 +33,6 @@ pub enum When {
     NonEmpty,
     /// Any value other than Kafka's default.
     NotDefault,
-    /// More than one comma-separated directory.
-    SeveralDirs,
     /// A listener whose security protocol (through
     /// `listener.security.protocol.map`) is not PLAINTEXT.
     NonPlaintextListener,
@@ -84,9 +82,9 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("log.cleaner.min.compaction.lag.ms", Acted),
     ("log.cleaner.threads", Accepted("kshard cleans on its shard executors; this bounds how many shards run a cleaning pass at once")),
     ("log.cleanup.policy", Acted),
-    ("log.dir", Refused(When::SeveralDirs, "kshard stores every partition in one log directory; several directories (JBOD) are not supported")),
+    ("log.dir", Acted),
     ("log.dir.failure.timeout.ms", Accepted(KRAFT_ONLY)),
-    ("log.dirs", Refused(When::SeveralDirs, "kshard stores every partition in one log directory; several directories (JBOD) are not supported")),
+    ("log.dirs", Acted),
     ("log.flush.interval.messages", Acted),
     ("log.flush.interval.ms", Acted),
     ("log.flush.offset.checkpoint.interval.ms", Acted),
@@ -201,7 +199,6 @@ fn asks_for_more(key: &str, value: &str, when: When, map: &BTreeMap<String, Stri
                 .unwrap_or_else(|| value.to_string());
             shown != default
         }
-        When::SeveralDirs => value.split(',').filter(|d| !d.trim().is_empty()).count() > 1,
         When::NonPlaintextListener => non_plaintext_listener(value, map),
     }
 }
@@ -285,8 +282,6 @@ mod tests {
             ("remote.log.storage.system.enable", "TRUE"),
             ("zookeeper.set.acl", "true"),
             ("zookeeper.ssl.client.enable", "true"),
-            ("log.dirs", "/a,/b"),
-            ("log.dir", "/a, /b"),
             ("max.connections", "100"),
             ("compression.type", "gzip"),
             ("listener.name.plaintext.max.connections", "10"),
@@ -312,6 +307,8 @@ mod tests {
                 "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
             )],
             &[("log.dirs", "/a, ")],
+            &[("log.dirs", "/a,/b")],
+            &[("log.dir", "/a, /b")],
             &[("max.connections", "2147483647")],
             &[("compression.type", "producer")],
             &[("zookeeper.set.acl", "false")],

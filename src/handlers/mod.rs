@@ -17,6 +17,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
@@ -48,7 +49,6 @@ pub mod write_txn_markers;
 pub mod zk_offsets;
 
 use std::cell::RefCell;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -69,7 +69,7 @@ use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{encode_response, Request, Response};
 use crate::quota::{QuotaManagers, ShardQuotaCaches};
-use crate::replica::ReplicaManager;
+use crate::replica::{LogDirs, ReplicaManager};
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// Kafka's `KafkaApis` for one shard: what the request handlers reach. The
@@ -85,7 +85,8 @@ pub struct KafkaApis {
     /// sensor caches.
     pub quotas: Arc<QuotaManagers>,
     pub quota_caches: ShardQuotaCaches,
-    pub log_dir: PathBuf,
+    /// The broker's `log.dirs`.
+    pub log_dirs: Arc<LogDirs>,
     pub metadata: Arc<MetadataCache>,
     pub router: Rc<Router>,
     pub replica_manager: Rc<ReplicaManager>,
@@ -172,6 +173,7 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
         ApiKey::WriteTxnMarkers => write_txn_markers::handle(ctx, &req).await,
         ApiKey::DescribeProducers => describe_producers::handle(ctx, &req).await,
+        ApiKey::DescribeLogDirs => describe_log_dirs::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req).await,
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
         ApiKey::AlterPartitionReassignments => {

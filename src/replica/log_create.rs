@@ -25,7 +25,7 @@ impl ReplicaManager {
         topic: &TopicInfo,
         ids: &[i32],
     ) -> Option<LocalBoxFuture<PreparedLogs>> {
-        let jobs = self.partitions().new_log_jobs(topic, ids);
+        let jobs = self.partitions_mut().new_log_jobs(topic, ids);
         if jobs.is_empty() {
             return None;
         }

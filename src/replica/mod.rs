@@ -16,6 +16,8 @@ mod direct_writer;
 pub mod fetcher;
 mod leader_epoch_sync;
 mod log_create;
+mod log_dir_info;
+pub mod log_dirs;
 pub mod partition;
 pub mod partitions;
 pub mod parts;
@@ -23,6 +25,8 @@ mod replica_manager;
 mod role_changes;
 mod roll_sync;
 
+pub use log_dir_info::LogDirsFilter;
+pub use log_dirs::{LogDirs, LogLocations};
 pub use partitions::{Partitions, DEFAULT_CLEANER_BACKOFF_MS};
 pub use parts::*;
 pub use replica_manager::{ReplicaConfig, ReplicaManager};

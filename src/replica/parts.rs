@@ -274,6 +274,8 @@ pub struct StopReplicaPart {
 /// One partition's line in the broker checkpoint files.
 #[derive(Clone, Debug)]
 pub struct CheckpointEntry {
+    /// The log dir (index into `log.dirs`) whose files list this entry.
+    pub log_dir_index: usize,
     pub topic: String,
     pub partition: i32,
     pub recovery_point: i64,
@@ -312,4 +314,22 @@ pub struct ActiveProducer {
     pub coordinator_epoch: i32,
     /// -1: no open transaction.
     pub current_txn_start_offset: i64,
+}
+
+/// One shard's DescribeLogDirs entry: some of a topic's logs in one log dir.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogDirTopic {
+    pub log_dir_index: usize,
+    pub topic: String,
+    pub partitions: Vec<LogDirPartition>,
+}
+
+/// One log in a DescribeLogDirs answer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LogDirPartition {
+    pub partition: i32,
+    /// The bytes of its segments (Kafka's `log.size`).
+    pub size_bytes: u64,
+    pub offset_lag: i64,
+    pub is_future: bool,
 }

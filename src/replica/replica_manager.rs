@@ -9,8 +9,6 @@
 //! is applied in the order requests arrived on the shard.
 
 use std::cell::{Cell, Ref, RefCell, RefMut};
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,9 +26,10 @@ use super::fetcher::ReplicaFetcherManager;
 use super::partitions::{log_dir_op_done, PreparedLogs};
 use super::parts::*;
 use super::role_changes::PARTITIONS_PER_STEP;
-use super::Partitions;
+use super::{LogDirs, Partitions};
 use crate::cluster::ClusterHandle;
 use crate::config::{BrokerConfig, LogIoMode};
+use crate::metadata::checkpoints::StartupCheckpoints;
 use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
@@ -49,9 +48,10 @@ pub struct ReplicaConfig {
     pub shard_id: usize,
     pub nr_shards: usize,
     pub broker_id: i32,
-    pub log_dir: PathBuf,
-    /// (recovery point, log start offset) per partition from the checkpoints.
-    pub startup_checkpoints: HashMap<PartitionKey, (i64, i64)>,
+    /// The broker's `log.dirs`.
+    pub log_dirs: Arc<LogDirs>,
+    /// The logs found at start-up this shard owns, with their checkpoints.
+    pub startup_checkpoints: StartupCheckpoints,
     pub config: Arc<BrokerConfig>,
     pub metadata: Arc<MetadataCache>,
     /// Cluster mode: the ZooKeeper membership, for AlterPartition.
@@ -91,7 +91,7 @@ impl ReplicaManager {
             LogIoMode::Buffered => IoMode::Buffered,
         };
         let mut partitions = Partitions::new(
-            rc.log_dir,
+            rc.log_dirs,
             rc.startup_checkpoints,
             config.producer_id_expiration_ms as i64,
             io_mode,

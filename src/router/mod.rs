@@ -22,8 +22,8 @@ use crate::replica::fetcher::LeaderEndpoint;
 use crate::replica::{
     ActiveProducer, CheckpointEntry, DeleteRecordsPart, DeleteRecordsPartResult, EpochEndOffset,
     EpochQuery, FetchBudget, FetchPart, FetchPartResult, LegacyListOffsetsPart, ListOffsetsPart,
-    ListOffsetsPartResult, ProducePart, ProducePartResult, RoleChange, StopReplicaPart,
-    TxnMarkerPart, TxnVerifyPart,
+    ListOffsetsPartResult, LogDirTopic, LogDirsFilter, ProducePart, ProducePartResult, RoleChange,
+    StopReplicaPart, TxnMarkerPart, TxnVerifyPart,
 };
 
 pub use fan_out::{join_all, select_first, wait_for_data, write_txn_markers, ShardGroups};
@@ -109,6 +109,10 @@ pub enum ShardRequest {
     DescribeProducers {
         parts: Vec<(String, i32)>,
     },
+    /// DescribeLogDirs: this shard's open logs by log dir.
+    DescribeLogDirs {
+        filter: LogDirsFilter,
+    },
     /// WriteTxnMarkers for partitions this shard owns; answered once each
     /// marker is replicated (or with its error).
     WriteTxnMarkers {
@@ -157,6 +161,8 @@ pub enum ShardResponse {
     VerificationGuards(Vec<Result<Option<u64>, ErrorCode>>),
     /// Per DescribeProducers part: its producers, or its error.
     Producers(Vec<Result<Vec<ActiveProducer>, ErrorCode>>),
+    /// DescribeLogDirs entries of one shard.
+    LogDirs(Vec<LogDirTopic>),
     Checkpoints(Vec<CheckpointEntry>),
     /// Error code per part of BecomeLeaderOrFollower / StopReplicas.
     PartitionErrors(Vec<ErrorCode>),

@@ -10,7 +10,7 @@
 //! - [`InProcessBroker::exchange`]: raw bytes written to a loopback TCP
 //!   connection served by `connection::serve` itself (framing, buffers).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
@@ -258,16 +258,15 @@ async fn start_shard(
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let config = Arc::new(broker_config(&dir, addr.port(), overrides)?);
-    let log_dir = config.log_dirs[0].clone();
-    std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
+    let (log_dirs, startup_checkpoints) = super::log_dirs::prepare_log_dirs(&config)?;
     let store = EmbeddedStore::open(&config.metadata_dir())
         .map_err(|e| format!("metadata store {}: {e}", config.metadata_dir().display()))?;
     let mut controller = EmbeddedAdmin::open(store, config.clone())?;
     let dynamic_config = controller.load_dynamic_config()?;
     let image = controller.build_image(&dynamic_config.current())?;
     controller.defer_store_syncs();
-    crate::metadata::meta_properties::write_meta_properties(
-        &log_dir,
+    crate::metadata::meta_properties::write_meta_properties_all(
+        &config.log_dirs,
         config.effective_broker_id(),
         &image.cluster_id,
     )?;
@@ -283,9 +282,9 @@ async fn start_shard(
         )),
         dynamic_config,
         quotas: Arc::new(crate::quota::QuotaManagers::new(&config)),
-        log_dir,
+        log_dirs,
         metadata,
-        startup_checkpoints: HashMap::new(),
+        startup_checkpoints,
         controller: Some(controller),
         cluster: None,
     });

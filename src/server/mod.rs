@@ -5,11 +5,11 @@
 
 pub mod connection;
 pub mod in_process;
+mod log_dirs;
 pub mod request_memory;
 pub mod sendfile;
 pub mod shard;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,47 +29,23 @@ use crate::cluster::ClusterHandle;
 use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::handlers::KafkaApis;
-use crate::metadata::checkpoints::{
-    self, read_startup_checkpoints, CheckpointFiles, StartupCheckpoints,
-};
+use crate::metadata::checkpoints::{self, StartupCheckpoints};
 use crate::metadata::embedded::EmbeddedStore;
-use crate::metadata::meta_properties::write_meta_properties;
+use crate::metadata::meta_properties::write_meta_properties_all;
 use crate::metadata::metadata_cache::{MetadataCache, MetadataImage};
 use crate::protocol::probe::{probe_port, PortProbe};
 use crate::quota::QuotaManagers;
 use crate::replica::partitions::{log_dir_op_done, PreparedLogs};
-use crate::replica::CheckpointEntry;
+use crate::replica::{CheckpointEntry, LogDirs};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::util::now_ms;
+use log_dirs::{prepare_log_dirs, split_by_owner, write_checkpoints};
 use request_memory::RequestMemoryPool;
 
 /// Envelopes per shard inbox. Each takes ~150 bytes up front (crossbeam
 /// initializes every slot), so 65,536 cost 10 MiB per shard of idle RSS; a
 /// full inbox only makes senders wait their turn.
 const MAILBOX_CAPACITY: usize = 4096;
-
-/// The checkpoint files for the entries every shard reports.
-fn checkpoint_files(entries: &[CheckpointEntry]) -> CheckpointFiles {
-    let column = |offset: fn(&CheckpointEntry) -> Option<i64>| {
-        entries
-            .iter()
-            .filter_map(|e| Some((e.topic.clone(), e.partition, offset(e)?)))
-            .collect()
-    };
-    CheckpointFiles {
-        recovery_points: column(|e| Some(e.recovery_point)),
-        log_start_offsets: column(|e| Some(e.log_start_offset)),
-        cleaner_offsets: column(|e| e.cleaner_offset),
-        high_watermarks: column(|e| Some(e.high_watermark)),
-    }
-}
-
-fn write_checkpoints(
-    log_dir: &std::path::Path,
-    entries: &[CheckpointEntry],
-) -> std::io::Result<()> {
-    checkpoint_files(entries).write(log_dir)
-}
 
 /// Every shard binds each listener with SO_REUSEPORT, which would let a
 /// second broker on the same port silently share its connections. So first
@@ -150,7 +126,7 @@ struct Broker {
     dynamic_config: Arc<DynamicBrokerConfig>,
     quotas: Arc<QuotaManagers>,
     cleaner_slots: Arc<crate::replica::cleaner_slots::CleanerSlots>,
-    log_dir: PathBuf,
+    log_dirs: Arc<LogDirs>,
     nr_shards: usize,
     metadata: Arc<MetadataCache>,
     cluster: Option<Arc<ClusterHandle>>,
@@ -173,14 +149,19 @@ struct Broker {
 /// Runs the broker until SIGTERM/SIGINT.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
     let config = Arc::new(claim_listener_ports(config)?);
-    let log_dir = prepare_log_dir(&config)?;
-    let metadata = open_metadata(config, &log_dir)?;
-    let broker = Arc::new(Broker::new(metadata, log_dir)?);
+    let (log_dirs, startup_checkpoints) = prepare_log_dirs(&config)?;
+    let paths: Vec<PathBuf> = log_dirs.paths().map(|p| p.to_path_buf()).collect();
+    let metadata = open_metadata(config, &paths)?;
+    let broker = Arc::new(Broker::new(metadata, log_dirs, startup_checkpoints)?);
     log::info!(
         "starting kshard broker {} with {} shards, data in {}",
         broker.config.effective_broker_id(),
         broker.nr_shards,
-        broker.log_dir.display()
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     );
     let io_memory_bytes = match broker.config.log_io_mode {
         crate::config::LogIoMode::Direct => kshard_shards::shard::DIRECT_IO_MEMORY_BYTES,
@@ -196,35 +177,15 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     finish(&broker)
 }
 
-/// The first of `log.dirs`, created if missing.
-fn prepare_log_dir(config: &BrokerConfig) -> Result<PathBuf, String> {
-    let log_dir: PathBuf = config.log_dirs[0].clone();
-    if config.log_dirs.len() > 1 {
-        log::warn!(
-            "log.dirs has {} entries; this version stores every partition in the first, {}",
-            config.log_dirs.len(),
-            log_dir.display()
-        );
-    }
-    std::fs::create_dir_all(&log_dir)
-        .map_err(|e| format!("log.dirs {}: {e}", log_dir.display()))?;
-    let leftovers = kshard_shards::log::log_deleter::delete_leftover_logs(&log_dir)
-        .map_err(|e| format!("log.dirs {}: {e}", log_dir.display()))?;
-    if leftovers > 0 {
-        log::info!("deleting {leftovers} log directories an earlier run had deleted");
-    }
-    Ok(log_dir)
-}
-
 /// Cluster mode: ZooKeeper holds the metadata and the image comes from the
 /// controller's UpdateMetadata; otherwise the embedded store. Either way
-/// `meta.properties` is checked or written.
+/// every log dir's `meta.properties` is checked or written.
 fn open_metadata(
     config: Arc<BrokerConfig>,
-    log_dir: &std::path::Path,
+    log_dirs: &[PathBuf],
 ) -> Result<StartupMetadata, String> {
     if config.zookeeper_connect.is_some() {
-        let (cluster, resolved) = crate::cluster::start((*config).clone(), log_dir)?;
+        let (cluster, resolved) = crate::cluster::start((*config).clone(), log_dirs)?;
         let image = MetadataImage {
             cluster_id: cluster.cluster_id.clone(),
             controller_id: -1,
@@ -251,7 +212,7 @@ fn open_metadata(
     // Start-up's own writes were synced; from here the shard leaves them
     // to the metadata-sync thread.
     controller.defer_store_syncs();
-    write_meta_properties(log_dir, config.effective_broker_id(), &image.cluster_id)?;
+    write_meta_properties_all(log_dirs, config.effective_broker_id(), &image.cluster_id)?;
     Ok(StartupMetadata {
         config,
         dynamic_config,
@@ -284,22 +245,12 @@ fn register_shutdown_signals() -> Result<Arc<AtomicBool>, String> {
     Ok(shutdown)
 }
 
-/// Each shard gets the checkpoint entries of the partitions it owns.
-fn split_by_owner(
-    checkpoints: StartupCheckpoints,
-    nr_shards: usize,
-) -> Vec<Option<StartupCheckpoints>> {
-    let mut per_shard: Vec<StartupCheckpoints> = (0..nr_shards).map(|_| HashMap::new()).collect();
-    for (k, v) in checkpoints {
-        let owner = kshard_shards::placement::shard_for(&k.0, k.1, nr_shards);
-        per_shard[owner].insert(k, v);
-    }
-    per_shard.into_iter().map(Some).collect()
-}
-
 impl Broker {
-    fn new(metadata: StartupMetadata, log_dir: PathBuf) -> Result<Broker, String> {
-        let checkpoints = read_startup_checkpoints(&log_dir)?;
+    fn new(
+        metadata: StartupMetadata,
+        log_dirs: Arc<LogDirs>,
+        checkpoints: StartupCheckpoints,
+    ) -> Result<Broker, String> {
         let shutdown = register_shutdown_signals()?;
         let nr_shards = metadata.config.num_shards.max(1);
         let mailbox = MailboxBuilder::new(nr_shards, MAILBOX_CAPACITY)
@@ -311,7 +262,7 @@ impl Broker {
             )),
             dynamic_config: metadata.dynamic_config,
             quotas: metadata.quotas,
-            log_dir,
+            log_dirs,
             nr_shards,
             metadata: Arc::new(MetadataCache::new(metadata.image)),
             cluster: metadata.cluster,
@@ -362,7 +313,7 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         dynamic_config: broker.dynamic_config.clone(),
         quotas: broker.quotas.clone(),
         cleaner_slots: broker.cleaner_slots.clone(),
-        log_dir: broker.log_dir.clone(),
+        log_dirs: broker.log_dirs.clone(),
         metadata: broker.metadata.clone(),
         startup_checkpoints: checkpoints,
         controller,
@@ -580,7 +531,7 @@ fn finish(broker: &Broker) -> Result<(), String> {
         .lock()
         .expect("checkpoints")
         .clone();
-    write_checkpoints(&broker.log_dir, &entries)
+    write_checkpoints(&broker.log_dirs, &entries)
         .map_err(|e| format!("writing checkpoints: {e}"))?;
     log::info!(
         "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied, {} bytes from the direct-I/O read cache, {} bytes from direct-mode tail caches",
@@ -703,8 +654,8 @@ pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
         if ctx.shard_id == CONTROLLER_SHARD && now - last_checkpoint >= checkpoint_every_ms {
             last_checkpoint = now;
             let entries = shard::collect_checkpoints(&ctx).await;
-            let log_dir = ctx.log_dir.clone();
-            let written = checkpoints::write_queued(move || write_checkpoints(&log_dir, &entries));
+            let log_dirs = ctx.log_dirs.clone();
+            let written = checkpoints::write_queued(move || write_checkpoints(&log_dirs, &entries));
             if let Err(e) = written.await {
                 log::error!("writing checkpoints: {e}");
             }

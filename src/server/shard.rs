@@ -3,7 +3,6 @@
 //! shards send it, one line per kind of work. Installing the dispatcher here
 //! is what keeps the router from calling up into the handlers.
 
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -21,12 +20,15 @@ use crate::coordinator::transaction::transaction_metadata::{
 use crate::coordinator::transaction::{TransactionCoordinator, TxnConfig, TRANSACTION_STATE_TOPIC};
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::{self, KafkaApis};
+use crate::metadata::checkpoints::StartupCheckpoints;
 use crate::metadata::metadata_cache::MetadataCache;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::quota::{QuotaManagers, ShardQuotaCaches};
 use crate::replica::cleaner_slots::CleanerSlots;
-use crate::replica::{CheckpointEntry, ReplicaConfig, ReplicaManager, RoleChange, TxnMarkerPart};
+use crate::replica::{
+    CheckpointEntry, LogDirs, ReplicaConfig, ReplicaManager, RoleChange, TxnMarkerPart,
+};
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// Kafka's `max.incremental.fetch.session.cache.slots` default.
@@ -41,10 +43,11 @@ pub struct ShardConfig {
     pub quotas: Arc<QuotaManagers>,
     /// `log.cleaner.threads` across the broker's shards.
     pub cleaner_slots: Arc<CleanerSlots>,
-    pub log_dir: PathBuf,
+    /// The broker's `log.dirs`.
+    pub log_dirs: Arc<LogDirs>,
     pub metadata: Arc<MetadataCache>,
-    /// (recovery point, log start offset) per partition, from the checkpoints.
-    pub startup_checkpoints: std::collections::HashMap<(String, i32), (i64, i64)>,
+    /// The logs found at start-up this shard owns, with their checkpoints.
+    pub startup_checkpoints: StartupCheckpoints,
     /// The single broker's topic admin; only on the controller shard.
     pub controller: Option<EmbeddedAdmin>,
     pub cluster: Option<Arc<ClusterHandle>>,
@@ -66,7 +69,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         shard_id: sc.shard_id,
         nr_shards: sc.nr_shards,
         broker_id,
-        log_dir: sc.log_dir.clone(),
+        log_dirs: sc.log_dirs.clone(),
         startup_checkpoints: sc.startup_checkpoints,
         config: sc.config.clone(),
         metadata: sc.metadata.clone(),
@@ -107,7 +110,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         dynamic_config: sc.dynamic_config,
         quotas: sc.quotas,
         quota_caches: ShardQuotaCaches::default(),
-        log_dir: sc.log_dir,
+        log_dirs: sc.log_dirs,
         metadata: sc.metadata,
         router: router.clone(),
         replica_manager,
@@ -240,6 +243,10 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
         }
         ShardRequest::DescribeProducers { parts } => {
             ready(ShardResponse::Producers(rm.active_producers(&parts)))
+        }
+        ShardRequest::DescribeLogDirs { filter } => {
+            let rm = rm.clone();
+            Box::pin(async move { ShardResponse::LogDirs(rm.describe_log_dirs(filter).await) })
         }
         ShardRequest::WriteTxnMarkers { parts, timeout_ms } => {
             let written = rm.write_txn_markers(parts.clone(), timeout_ms);

@@ -129,7 +129,6 @@ REFUSED = [
     ({"zookeeper.set.acl": "true"}, "zookeeper.set.acl"),
     ({"zookeeper.ssl.client.enable": "true"}, "zookeeper.ssl.client.enable"),
     ({"process.roles": "broker,controller"}, "process.roles"),
-    ({"log.dirs": "{tmp}/a,{tmp}/b"}, "log.dirs"),
     ({"remote.log.storage.system.enable": "true"}, "remote.log.storage.system.enable"),
     ({"compression.type": "zstd"}, "compression.type"),
 ]

@@ -1,6 +1,7 @@
 //! Codecs for the request versions Apache Kafka 3.9 serves but the
 //! `kafka-protocol` crate (which follows Kafka 4.x, KIP-896) no longer
-//! knows: ListOffsets v0, CreateTopics v0-1, DeleteTopics v0, OffsetCommit
+//! knows: DescribeLogDirs v0 (v1's layout, so the crate's v1 codec serves
+//! it), ListOffsets v0, CreateTopics v0-1, DeleteTopics v0, OffsetCommit
 //! v0-1, OffsetFetch v0, OffsetForLeaderEpoch v0-1, DescribeConfigs v0, Produce
 //! v0-v2 and Fetch v0-v3 (`produce_fetch`; their message sets are converted
 //! by `kshard_shards::log::legacy`), and AlterPartition v0-1
@@ -31,6 +32,7 @@ use std::any::Any;
 
 use bytes::BufMut;
 use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::Encodable;
 
 pub use alter_partition::{
     AlterPartitionV0Partition, AlterPartitionV0PartitionResponse, AlterPartitionV0Request,
@@ -48,7 +50,8 @@ fn crate_min_version(key: ApiKey) -> Option<i16> {
         ApiKey::ListOffsets
         | ApiKey::DeleteTopics
         | ApiKey::OffsetFetch
-        | ApiKey::DescribeConfigs => Some(1),
+        | ApiKey::DescribeConfigs
+        | ApiKey::DescribeLogDirs => Some(1),
         ApiKey::CreateTopics | ApiKey::OffsetCommit | ApiKey::OffsetForLeaderEpoch => Some(2),
         ApiKey::Produce => Some(3),
         ApiKey::Fetch => Some(4),
@@ -90,9 +93,17 @@ pub fn decode_request(
         ApiKey::AlterPartition => {
             alter_partition::request(&mut r, version).map(|m| Box::new(m) as _)
         }
+        ApiKey::DescribeLogDirs => as_v1::<kafka_protocol::messages::DescribeLogDirsRequest>(body)
+            .map(|m| Box::new(m) as _),
         _ => return None,
     };
     Some(decoded.map_err(|e| format!("{key:?} v{version}: {e}")))
+}
+
+/// A version 0 that has the layout of version 1: decoded by the crate's v1.
+fn as_v1<M: kafka_protocol::protocol::Decodable>(body: &[u8]) -> Result<M, String> {
+    let mut bytes = bytes::Bytes::copy_from_slice(body);
+    M::decode(&mut bytes, 1).map_err(|e| e.to_string())
 }
 
 /// Encodes a response body (no header) in a legacy version's layout. None:
@@ -136,6 +147,11 @@ pub fn encode_response(
         ApiKey::AlterPartition => {
             alter_partition::response(&mut w, body.downcast_ref()?, version);
             Ok(())
+        }
+        ApiKey::DescribeLogDirs => {
+            let response: &kafka_protocol::messages::DescribeLogDirsResponse =
+                body.downcast_ref()?;
+            response.encode(&mut w, 1).map_err(|e| e.to_string())
         }
         _ => return None,
     };

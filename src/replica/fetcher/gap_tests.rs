@@ -57,7 +57,7 @@ fn batch_offsets(p: &Partition) -> Vec<(i64, i64)> {
 /// then cleaned: most batches below the active segment are gone.
 fn cleaned_leader(dir: &std::path::Path) -> Partitions {
     let mut leader = Partitions::new(
-        dir.to_path_buf(),
+        crate::replica::LogDirs::single(dir),
         HashMap::new(),
         86_400_000,
         IoMode::Buffered,

@@ -126,7 +126,7 @@ fn follower_of_epoch_5(dir: &std::path::Path, config: &Arc<BrokerConfig>) -> Rc<
         shard_id: 0,
         nr_shards: 1,
         broker_id: 1,
-        log_dir: dir.to_path_buf(),
+        log_dirs: crate::replica::LogDirs::single(dir),
         startup_checkpoints: HashMap::new(),
         config: config.clone(),
         metadata: Arc::new(MetadataCache::new(Default::default())),

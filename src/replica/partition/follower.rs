@@ -339,7 +339,7 @@ pub(crate) mod test_support {
             shard_id: 0,
             nr_shards: 1,
             broker_id: 1,
-            log_dir: dir.to_path_buf(),
+            log_dirs: crate::replica::LogDirs::single(dir),
             startup_checkpoints: std::collections::HashMap::new(),
             config: config.clone(),
             metadata: Arc::new(MetadataCache::new(Default::default())),

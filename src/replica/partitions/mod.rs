@@ -8,19 +8,18 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kshard_shards::log::checkpoint::{
-    partition_dir_name, OffsetCheckpointFile, CLEANER_OFFSET_CHECKPOINT_FILE,
-    REPLICATION_OFFSET_CHECKPOINT_FILE,
-};
+use kshard_shards::log::checkpoint::partition_dir_name;
 use kshard_shards::log::cleaner::{CleanerConfig, LastRecord, LogCleaner, Step};
 use kshard_shards::log::config::IoMode;
 use kshard_shards::log::validate::Validator;
 use kshard_shards::log::RollSyncJob;
 
+use crate::metadata::checkpoints::StartupCheckpoints;
 use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::replica::cleaner_slots::CleanerSlots;
+use crate::replica::log_dirs::LogDirs;
 use crate::replica::partition::{log_config_of, Partition};
 use crate::replica::parts::*;
 
@@ -50,18 +49,22 @@ pub struct NewLogJob {
 /// Kafka's `allPartitions`: the partitions this shard hosts, and the
 /// synchronous partition-level work on them.
 pub struct Partitions {
-    log_dir: PathBuf,
+    /// The broker's `log.dirs`, shared by every shard.
+    log_dirs: Arc<LogDirs>,
+    /// The log dir (index into `log_dirs`) of every log this shard's
+    /// partitions have on disk, open or not (Kafka's `currentLogs` by
+    /// parent dir): found at start-up or placed when created.
+    log_dir_of: HashMap<(String, i32), usize>,
     /// topic -> partition -> state; looked up by &str without allocating.
     topics: HashMap<String, HashMap<i32, Partition>>,
     validator: Validator,
-    /// Offsets read from the broker checkpoints at start-up.
-    startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
+    /// The logs found at start-up and their checkpoint entries, each taken
+    /// when its partition opens.
+    startup_checkpoints: StartupCheckpoints,
     producer_id_expiration_ms: i64,
     io_mode: IoMode,
     /// This shard's log cleaner (compacted topics) and its pacing.
     cleaner: LogCleaner,
-    /// `cleaner-offset-checkpoint` as read at start-up.
-    startup_cleaner_offsets: HashMap<(String, i32), i64>,
     /// Kafka's `log.cleaner.backoff.ms`: the wait after finding nothing to clean.
     cleaner_backoff_ms: i64,
     next_cleaner_check_ms: i64,
@@ -80,8 +83,6 @@ pub struct Partitions {
     cluster_mode: bool,
     /// `replica.lag.time.max.ms`.
     replica_lag_time_max_ms: i64,
-    /// `replication-offset-checkpoint` as read at start-up.
-    startup_high_watermarks: HashMap<(String, i32), i64>,
     /// ISR changes for the controller (AlterPartition), drained by the shard.
     alter_isr_queue: Vec<crate::replica::partition::leader::AlterIsr>,
     /// The broker is shutting down: delayed operations complete at once.
@@ -96,31 +97,11 @@ pub const DEFAULT_CLEANER_BACKOFF_MS: i64 = 15_000;
 /// How soon a shard looks again for a cleaner slot the others held.
 const CLEANER_SLOT_RETRY_MS: i64 = 100;
 
-fn read_cleaner_offsets(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
-    match OffsetCheckpointFile::new(log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE)).read() {
-        Ok(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
-        Err(e) => {
-            // Kafka too starts cleaning from the log start without it.
-            log::warn!("{CLEANER_OFFSET_CHECKPOINT_FILE}: {e}");
-            HashMap::new()
-        }
-    }
-}
-
 mod leader_epoch_sync;
 pub use leader_epoch_sync::{dropped_write, LeaderEpochSync};
+mod log_placement;
 mod roles;
 mod transactions;
-
-fn read_high_watermarks(log_dir: &std::path::Path) -> HashMap<(String, i32), i64> {
-    match OffsetCheckpointFile::new(log_dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE)).read() {
-        Ok(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
-        Err(e) => {
-            log::warn!("{REPLICATION_OFFSET_CHECKPOINT_FILE}: {e}");
-            HashMap::new()
-        }
-    }
-}
 
 fn leader_epoch_error(requested: i32, current: i32) -> Option<ErrorCode> {
     if requested < 0 || requested == current {
@@ -134,14 +115,19 @@ fn leader_epoch_error(requested: i32, current: i32) -> Option<ErrorCode> {
 
 impl Partitions {
     pub fn new(
-        log_dir: PathBuf,
-        startup_checkpoints: HashMap<(String, i32), (i64, i64)>,
+        log_dirs: Arc<LogDirs>,
+        startup_checkpoints: StartupCheckpoints,
         producer_id_expiration_ms: i64,
         io_mode: IoMode,
     ) -> Self {
+        let log_dir_of = startup_checkpoints
+            .iter()
+            .map(|(key, log)| {
+                assert!(log.log_dir_index < log_dirs.len());
+                (key.clone(), log.log_dir_index)
+            })
+            .collect();
         Partitions {
-            startup_cleaner_offsets: read_cleaner_offsets(&log_dir),
-            startup_high_watermarks: read_high_watermarks(&log_dir),
             cleaner: LogCleaner::new(CleanerConfig::default()),
             cleaner_backoff_ms: DEFAULT_CLEANER_BACKOFF_MS,
             cleaner_enabled: true,
@@ -150,7 +136,8 @@ impl Partitions {
             next_cleaner_check_ms: 0,
             cleaning: None,
             cleaner_map: None,
-            log_dir,
+            log_dirs,
+            log_dir_of,
             topics: HashMap::new(),
             validator: Validator::new(),
             startup_checkpoints,
@@ -240,26 +227,27 @@ impl Partitions {
         self.topics.values().map(|t| t.len()).sum()
     }
 
-    /// Opens (or creates) the logs of `partitions` of `topic` on this shard.
     /// The logs that opening `topic`'s partitions `ids` would create: those
-    /// not open, with no start-up checkpoint (a checkpointed start offset
-    /// means a log this broker had).
-    pub fn new_log_jobs(&self, topic: &TopicInfo, ids: &[i32]) -> Vec<NewLogJob> {
-        ids.iter()
-            .filter(|&&p| {
-                self.partition(&topic.name, p).is_none()
-                    && !self
-                        .startup_checkpoints
-                        .contains_key(&(topic.name.clone(), p))
-            })
-            .map(|&p| NewLogJob {
+    /// with no log on disk here, each placed in a log dir now
+    /// (`LogDirs::next_log_dir`).
+    pub fn new_log_jobs(&mut self, topic: &TopicInfo, ids: &[i32]) -> Vec<NewLogJob> {
+        let new: Vec<i32> = ids
+            .iter()
+            .copied()
+            .filter(|&p| !self.has_log(&topic.name, p))
+            .collect();
+        new.into_iter()
+            .map(|p| NewLogJob {
                 partition: p,
-                dir: self.log_dir.join(partition_dir_name(&topic.name, p)),
+                dir: self
+                    .place_log(&topic.name, p)
+                    .join(partition_dir_name(&topic.name, p)),
                 config: log_config_of(&topic.config, self.io_mode),
             })
             .collect()
     }
 
+    /// Opens (or creates) the logs of `partitions` of `topic` on this shard.
     pub fn open_partitions(
         &mut self,
         topic: &TopicInfo,
@@ -271,44 +259,38 @@ impl Partitions {
             if self.partition(&topic.name, p).is_some() {
                 continue;
             }
-            let (recovery_point, log_start) = self
+            let startup = self
                 .startup_checkpoints
                 .remove(&(topic.name.clone(), p))
-                .unwrap_or((0, 0));
+                .unwrap_or_default();
             let leader_epoch = topic
                 .partitions
                 .iter()
                 .find(|pi| pi.partition == p)
                 .map(|pi| pi.leader_epoch)
                 .unwrap_or(0);
-            let cleaner_offset = self
-                .startup_cleaner_offsets
-                .remove(&(topic.name.clone(), p));
+            let log_dir = self.place_log(&topic.name, p);
             let mut partition = Partition::open(
-                &self.log_dir,
+                &log_dir,
                 &topic.name,
                 p,
                 topic.topic_id,
                 topic.config.clone(),
-                recovery_point,
-                log_start,
+                startup.recovery_point,
+                startup.log_start_offset,
                 leader_epoch,
                 self.producer_id_expiration_ms,
                 self.io_mode,
                 now_ms,
                 prepared.remove(&p),
             )?;
-            if let Some(offset) = cleaner_offset {
+            if let Some(offset) = startup.cleaner_offset {
                 partition.log.set_cleaner_checkpoint(offset);
             }
             if self.cluster_mode {
                 // replication-offset-checkpoint: a replica's HW survives restarts;
                 // with none recorded nothing is known committed yet.
-                let hw = self
-                    .startup_high_watermarks
-                    .remove(&(topic.name.clone(), p))
-                    .unwrap_or(0);
-                partition.set_high_watermark(hw);
+                partition.set_high_watermark(startup.high_watermark.unwrap_or(0));
             }
             self.topics
                 .entry(topic.name.clone())
@@ -345,6 +327,7 @@ impl Partitions {
             .into_values()
             .map(|p| {
                 self.cleaner.forget(p.log.dir());
+                self.log_deleted(topic, p.partition);
                 delete_log_queued(p.log)
             })
             .collect()
@@ -905,6 +888,7 @@ impl Partitions {
         for parts in self.topics.values() {
             for p in parts.values() {
                 out.push(CheckpointEntry {
+                    log_dir_index: self.log_dir_index(&p.topic, p.partition),
                     topic: p.topic.clone(),
                     partition: p.partition,
                     recovery_point: p.log.recovery_point(),
@@ -921,14 +905,16 @@ impl Partitions {
     /// holds once its close resolves Ok.
     pub fn close_all(&mut self) -> Vec<(CheckpointEntry, LogDirOp)> {
         let mut out = Vec::new();
-        for (topic, parts) in self.topics.drain() {
+        for (topic, parts) in std::mem::take(&mut self.topics) {
             for (partition, p) in parts {
                 let cleaner_offset = p.log.config().compact.then(|| p.log.cleaner_checkpoint());
                 let high_watermark = p.high_watermark();
+                let log_dir_index = self.log_dir_index(&topic, partition);
                 self.cleaner.forget(p.log.dir());
                 match p.close() {
                     Ok(closed) => out.push((
                         CheckpointEntry {
+                            log_dir_index,
                             topic: topic.clone(),
                             partition,
                             recovery_point: closed.log_end_offset,

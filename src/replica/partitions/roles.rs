@@ -30,9 +30,9 @@ impl Partitions {
             .collect();
         if let Err(e) = self.open_partitions(topic, &missing, now_ms, prepared) {
             log::error!(
-                "opening logs of {} in dir {}: {e}",
+                "opening logs of {} in log dirs {}: {e}",
                 topic.name,
-                self.log_dir.display()
+                self.log_dirs_display()
             );
             return vec![errors::KAFKA_STORAGE_ERROR; parts.len()];
         }
@@ -184,6 +184,7 @@ impl Partitions {
             }
             if delete {
                 self.cleaner.forget(partition.log.dir());
+                self.log_deleted(topic, p);
                 queued.push((codes.len(), delete_log_queued(partition.log)));
                 codes.push(errors::NONE);
                 continue;
