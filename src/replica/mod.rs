@@ -19,10 +19,12 @@ mod log_create;
 pub mod partition;
 pub mod partitions;
 pub mod parts;
+pub mod quota;
 mod replica_manager;
 mod role_changes;
 mod roll_sync;
 
 pub use partitions::{Partitions, DEFAULT_CLEANER_BACKOFF_MS};
 pub use parts::*;
+pub use quota::{ReplicaQuota, ReplicationQuotas, UnboundedQuota};
 pub use replica_manager::{ReplicaConfig, ReplicaManager};
