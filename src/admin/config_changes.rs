@@ -2,8 +2,8 @@
 //! TopicConfigHandler and BrokerConfigHandler), on the controller shard:
 //! a topic's overrides become its new `TopicConfig` in the metadata image
 //! and on every partition of it; the cluster default or this broker's
-//! dynamic configs become the live broker config, and every topic's config
-//! is derived again from it. Also the store reads and writes behind
+//! dynamic configs become the live broker config (and the replication
+//! quotas' bounds), and every topic's config is derived again from it. Also the store reads and writes behind
 //! AlterConfigs in either mode (the embedded store or ZooKeeper).
 
 use std::collections::BTreeMap;
@@ -92,10 +92,14 @@ pub async fn apply(ctx: &Rc<TopicAdmin>, entity: ConfigEntity, props: BTreeMap<S
         ConfigEntity::Topic(name) => apply_topic(ctx, name, &props).into_iter().collect(),
         ConfigEntity::Broker(None) => {
             let broker = ctx.dynamic_config.update_default(&props);
+            ctx.quotas
+                .update_replication_quotas(&ctx.dynamic_config.state());
             rederive_topic_configs(ctx, &broker).await
         }
         ConfigEntity::Broker(Some(id)) if *id == ctx.config.effective_broker_id() => {
             let broker = ctx.dynamic_config.update_broker(&props);
+            ctx.quotas
+                .update_replication_quotas(&ctx.dynamic_config.state());
             rederive_topic_configs(ctx, &broker).await
         }
         ConfigEntity::Other(path) => {

@@ -42,6 +42,10 @@ pub enum Validator {
     DoubleBetween(f64, f64),
     /// -1, or 1..=9 (compression.gzip.level).
     GzipLevel,
+    /// `*` or `[partitionId]:[brokerId],...` (Kafka's
+    /// ThrottledReplicaListValidator, the `*.replication.throttled.replicas`
+    /// topic keys).
+    ThrottledReplicaList,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -123,9 +127,9 @@ pub static TOPIC_DEFS: &[ConfigDef] = &[
     def("file.delete.delay.ms", T::Long, Some("60000"), V::AtLeast(0), true, "Delay before deleted segment files are removed."),
     def("flush.messages", T::Long, Some(LONG_MAX), V::AtLeast(1), true, "Messages between forced flushes."),
     def("flush.ms", T::Long, Some(LONG_MAX), V::AtLeast(0), true, "Time between forced flushes."),
-    def("follower.replication.throttled.replicas", T::List, Some(""), V::None, true, "Follower replicas to throttle."),
+    def("follower.replication.throttled.replicas", T::List, Some(""), V::ThrottledReplicaList, true, "Follower replicas to throttle."),
     def("index.interval.bytes", T::Int, Some("4096"), V::AtLeast(0), true, "Bytes between offset index entries."),
-    def("leader.replication.throttled.replicas", T::List, Some(""), V::None, true, "Leader replicas to throttle."),
+    def("leader.replication.throttled.replicas", T::List, Some(""), V::ThrottledReplicaList, true, "Leader replicas to throttle."),
     def("local.retention.bytes", T::Long, Some("-2"), V::AtLeast(-2), true, "Local retention size with tiered storage."),
     def("local.retention.ms", T::Long, Some("-2"), V::AtLeast(-2), true, "Local retention time with tiered storage."),
     def("max.compaction.lag.ms", T::Long, Some(LONG_MAX), V::AtLeast(1), true, "Longest a record stays uncompacted."),
@@ -278,6 +282,9 @@ fn normalize(def: &ConfigDef, raw: &str) -> Result<String, Invalid> {
                     }
                 }
             }
+            if let V::ThrottledReplicaList = def.validator {
+                check_throttled_replicas(def.name, &items)?;
+            }
             items.join(",")
         }
         T::String | T::Class | T::Password | T::Unknown => {
@@ -290,6 +297,29 @@ fn normalize(def: &ConfigDef, raw: &str) -> Result<String, Invalid> {
         }
     };
     Ok(normalized)
+}
+
+/// Kafka's ThrottledReplicaListValidator.ensureValid on the parsed list:
+/// every item `[0-9]+:[0-9]+` or empty, or the items joined are `*`. The
+/// ConfigException names the list as Java prints it (`[a, b]`).
+fn check_throttled_replicas(name: &str, items: &[&str]) -> Result<(), Invalid> {
+    let replica = |item: &&str| {
+        item.is_empty()
+            || item.split_once(':').is_some_and(|(p, b)| {
+                let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+                digits(p) && digits(b)
+            })
+    };
+    if items.iter().all(replica) || items.concat() == "*" {
+        return Ok(());
+    }
+    Err(Invalid {
+        value: Some(format!("[{}]", items.join(", "))),
+        reason: format!(
+            "{name} must be the literal '*' or a list of replicas in the following format: \
+             [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        ),
+    })
 }
 
 /// A double as Java's Double.toString prints it (ConfigDef.convertToString):

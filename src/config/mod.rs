@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub use defs::{broker_config_entries, ConfigEntry, ConfigType};
 pub use listeners::{canonical_hostname, parse_listeners, Endpoint};
-pub use topic::{topic_config_entries, TopicConfig};
+pub use topic::{topic_config_entries, ThrottledReplicas, TopicConfig};
 
 /// An invalid configuration value; Display names the key, like Kafka's
 /// ConfigException: "Invalid value X for configuration K: reason".

@@ -49,6 +49,58 @@ pub fn broker_synonym(topic_key: &str) -> Option<&'static str> {
     })
 }
 
+/// `leader.replication.throttled.replicas` and
+/// `follower.replication.throttled.replicas`, parsed as Kafka's
+/// TopicConfigHandler.parseThrottledPartitions does before it marks the
+/// topic throttled on the ReplicationQuotaManager: `*` throttles every
+/// replica of the topic, a list `partition:broker,...` the partitions
+/// listed with a broker's own id on that broker. kshard keeps the whole
+/// list and filters by broker id when asked (`is_throttled`), so the
+/// topic's config on each partition is Kafka's throttled-partition map.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ThrottledReplicas {
+    /// Unset or empty: nothing throttled.
+    #[default]
+    None,
+    /// `*`: every replica on every broker.
+    All,
+    /// (partition, broker) pairs.
+    Listed(Vec<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    /// Parses a stored value (validated by ThrottledReplicaListValidator
+    /// when it was written). Items that are not `partition:broker` in the
+    /// int range are skipped (Kafka's handler throws on them).
+    pub fn parse(value: &str) -> ThrottledReplicas {
+        let value = value.trim();
+        match value {
+            "" => ThrottledReplicas::None,
+            "*" => ThrottledReplicas::All,
+            _ => ThrottledReplicas::Listed(
+                value
+                    .split(',')
+                    .filter_map(|item| {
+                        let (p, b) = item.trim().split_once(':')?;
+                        Some((p.trim().parse().ok()?, b.trim().parse().ok()?))
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Kafka's ReplicationQuotaManager.isThrottled for partition
+    /// `partition` of this topic on broker `broker_id`.
+    #[inline]
+    pub fn is_throttled(&self, partition: i32, broker_id: i32) -> bool {
+        match self {
+            ThrottledReplicas::None => false,
+            ThrottledReplicas::All => true,
+            ThrottledReplicas::Listed(pairs) => pairs.contains(&(partition, broker_id)),
+        }
+    }
+}
+
 /// A topic's effective configuration (overrides over broker defaults).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopicConfig {
@@ -83,6 +135,10 @@ pub struct TopicConfig {
     pub message_downconversion_enable: bool,
     pub local_retention_ms: i64,
     pub local_retention_bytes: i64,
+    /// The replicas a leader on this broker throttles (replication quotas).
+    pub leader_replication_throttled_replicas: ThrottledReplicas,
+    /// The replicas a follower on this broker throttles.
+    pub follower_replication_throttled_replicas: ThrottledReplicas,
     /// The validated overrides, normalized as Kafka prints them; this is
     /// what goes into `/config/topics/<t>`.
     pub overrides: BTreeMap<String, String>,
@@ -141,6 +197,12 @@ impl TopicConfig {
             message_downconversion_enable: boolean("message.downconversion.enable"),
             local_retention_ms: long("local.retention.ms"),
             local_retention_bytes: long("local.retention.bytes"),
+            leader_replication_throttled_replicas: ThrottledReplicas::parse(get(
+                "leader.replication.throttled.replicas",
+            )),
+            follower_replication_throttled_replicas: ThrottledReplicas::parse(get(
+                "follower.replication.throttled.replicas",
+            )),
             overrides: normalized,
         };
         if cfg.min_compaction_lag_ms > cfg.max_compaction_lag_ms {

@@ -5,10 +5,16 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::entity::parse_entity_path;
 use super::manager::{ClientQuotaManager, QuotaConfig, QuotaType, SensorCache};
+use super::replication::{
+    ReplicationQuotaManager, ReplicationQuotaManagerConfig, ReplicationQuotaType,
+};
+use crate::config::dynamic::BrokerConfigState;
 use crate::config::BrokerConfig;
+use crate::replica::ReplicationQuotas;
 
 /// The principal of a connection without authentication (Kafka's
 /// KafkaPrincipal.ANONYMOUS name), which user quotas match.
@@ -19,6 +25,9 @@ pub struct QuotaManagers {
     pub fetch: ClientQuotaManager,
     pub request: ClientQuotaManager,
     pub controller_mutation: ClientQuotaManager,
+    /// Replication quotas (Kafka's QuotaManagers.leader and .follower).
+    pub leader: Arc<ReplicationQuotaManager>,
+    pub follower: Arc<ReplicationQuotaManager>,
 }
 
 /// A positive integer broker key, or its default.
@@ -43,11 +52,37 @@ impl QuotaManagers {
             window_num: positive(config, "controller.quota.window.num", 11) as u32,
             window_size_ms: positive(config, "controller.quota.window.size.seconds", 1) * 1000,
         };
+        let replication = ReplicationQuotaManagerConfig::from_broker(config);
         QuotaManagers {
             produce: ClientQuotaManager::new(QuotaType::Produce, client),
             fetch: ClientQuotaManager::new(QuotaType::Fetch, client),
             request: ClientQuotaManager::new(QuotaType::Request, client),
             controller_mutation: ClientQuotaManager::new(QuotaType::ControllerMutation, controller),
+            leader: Arc::new(ReplicationQuotaManager::new(
+                ReplicationQuotaType::LeaderReplication,
+                replication,
+            )),
+            follower: Arc::new(ReplicationQuotaManager::new(
+                ReplicationQuotaType::FollowerReplication,
+                replication,
+            )),
+        }
+    }
+
+    /// Kafka's BrokerConfigHandler for the replication quotas: the
+    /// leader and follower bounds from the live dynamic broker config (at
+    /// start-up, and on every change of the cluster default or of this
+    /// broker's configs).
+    pub fn update_replication_quotas(&self, state: &BrokerConfigState) {
+        self.leader.update_from(state);
+        self.follower.update_from(state);
+    }
+
+    /// The replication quotas as the replica layer holds them.
+    pub fn replication_quotas(&self) -> ReplicationQuotas {
+        ReplicationQuotas {
+            leader: self.leader.clone(),
+            follower: self.follower.clone(),
         }
     }
 

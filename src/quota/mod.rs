@@ -7,7 +7,9 @@
 //!
 //! Every broker enforces its own quotas; one manager per quota type is
 //! shared by all shards (in an `Arc`), so a client whose connections land
-//! on several shards is throttled on its total.
+//! on several shards is throttled on its total. The replication quotas
+//! (`replication`, Kafka's ReplicationQuotaManager) bound the broker's
+//! replication traffic of throttled partitions, as leader and as follower.
 
 pub mod alter;
 pub mod describe;
@@ -15,6 +17,7 @@ pub mod entity;
 pub mod manager;
 pub mod managers;
 pub mod rate;
+pub mod replication;
 
 pub use alter::{apply_quota_ops, entity_from_components, QuotaAlterError, QuotaOp};
 pub use describe::{
@@ -27,6 +30,9 @@ pub use entity::{
 pub use manager::{ClientQuotaManager, QuotaConfig, QuotaSensor, QuotaType, SensorCache};
 pub use managers::{ControllerMutationQuota, QuotaManagers, ShardQuotaCaches, ANONYMOUS_USER};
 pub use rate::{bounded_throttle_time_ms, throttle_time_ms, window_size_ms};
+pub use replication::{
+    ReplicationQuotaManager, ReplicationQuotaManagerConfig, ReplicationQuotaType,
+};
 
 /// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP).
 pub const USER: &str = "user";

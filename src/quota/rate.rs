@@ -178,6 +178,33 @@ impl SampledRate {
     /// samples idle for `samples` windows by resetting them to `now`; here
     /// they are skipped instead, which gives the same sum and oldest start.
     pub fn measure(&self, now_ms: u64) -> RateMeasure {
+        let (sum, oldest) = self.sum_and_oldest_start(now_ms);
+        RateMeasure {
+            sum,
+            window_ms: window_size_ms(oldest, now_ms, self.samples, self.window_ms),
+        }
+    }
+
+    /// SimpleRate's measure (replication quotas): the same sum over the
+    /// time since the oldest live sample started, at least one window
+    /// (`SimpleRate.windowSize`; no padding to `samples - 1` windows). As
+    /// Kafka's `SampledStat.oldest`, a measure before any record starts
+    /// the first sample, so the first window counts from then.
+    pub fn simple_measure(&self, now_ms: u64) -> RateMeasure {
+        let head = self.head.load(Ordering::Acquire);
+        if head == EMPTY_HEAD {
+            self.try_advance(head, 0, now_ms);
+        }
+        let (sum, oldest) = self.sum_and_oldest_start(now_ms);
+        RateMeasure {
+            sum,
+            window_ms: now_ms.saturating_sub(oldest).max(self.window_ms),
+        }
+    }
+
+    /// The windowed sum and the oldest live sample's start (`now_ms` when
+    /// none is live).
+    fn sum_and_oldest_start(&self, now_ms: u64) -> (f64, u64) {
         let expire_ms = u64::from(self.samples) * self.window_ms;
         let head = self.head.load(Ordering::Acquire);
         let current = (head != EMPTY_HEAD).then(|| unpack(head));
@@ -200,10 +227,7 @@ impl SampledRate {
             sum += f64::from_bits(slot.value.load(Ordering::Acquire));
             oldest = oldest.min(start);
         }
-        RateMeasure {
-            sum,
-            window_ms: window_size_ms(oldest, now_ms, self.samples, self.window_ms),
-        }
+        (sum, oldest)
     }
 }
 

@@ -149,6 +149,10 @@ pub struct FetchPartResult {
     pub diverging_epoch: Option<(i32, i64)>,
     /// read_committed: the aborted transactions in the range read.
     pub aborted_transactions: Vec<AbortedTransaction>,
+    /// A follower's fetch of a partition in this broker's leader throttled
+    /// set (`leader.replication.throttled.replicas`): its bytes count
+    /// against the leader replication quota.
+    pub leader_throttled: bool,
 }
 
 pub struct ListOffsetsPart {

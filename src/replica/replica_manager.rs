@@ -58,6 +58,8 @@ pub struct ReplicaConfig {
     pub cluster: Option<Arc<ClusterHandle>>,
     /// The broker's bound on cleaning passes at once.
     pub cleaner_slots: Arc<crate::replica::cleaner_slots::CleanerSlots>,
+    /// The broker's replication quotas (shared by every shard).
+    pub replication_quotas: super::ReplicationQuotas,
 }
 
 pub struct ReplicaManager {
@@ -101,6 +103,9 @@ impl ReplicaManager {
         partitions.set_cleaner_slots(rc.cleaner_slots);
         partitions.set_cluster_mode(rc.cluster.is_some());
         partitions.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
+        partitions.set_leader_quota(rc.replication_quotas.leader.clone());
+        let mut replica_fetchers = ReplicaFetcherManager::new(rc.shard_id, rc.broker_id, &config);
+        replica_fetchers.set_quota(rc.replication_quotas.follower.clone());
         // The purgatories run on the monotonic clock, as Kafka's (hiResClockMs).
         let now = monotonic_ms();
         assert!(rc.shard_id < rc.nr_shards);
@@ -108,11 +113,7 @@ impl ReplicaManager {
             shard_id: rc.shard_id,
             nr_shards: rc.nr_shards,
             broker_id: rc.broker_id,
-            replica_fetchers: RefCell::new(ReplicaFetcherManager::new(
-                rc.shard_id,
-                rc.broker_id,
-                &config,
-            )),
+            replica_fetchers: RefCell::new(replica_fetchers),
             config,
             metadata: rc.metadata,
             cluster: rc.cluster,

@@ -191,7 +191,11 @@ fn open_metadata(
             controller_id: -1,
             ..Default::default()
         };
-        let quotas = load_quotas(&resolved, cluster.read_quota_entities()?);
+        let quotas = load_quotas(
+            &resolved,
+            &cluster.dynamic_config,
+            cluster.read_quota_entities()?,
+        );
         return Ok(StartupMetadata {
             config: Arc::new(resolved),
             dynamic_config: cluster.dynamic_config.clone(),
@@ -208,7 +212,7 @@ fn open_metadata(
     let image = controller.build_image(&dynamic_config.current())?;
     let stored_quotas = crate::metadata::configs::read_quota_entities(controller.store())
         .map_err(|e| format!("metadata store quota entities: {e}"))?;
-    let quotas = load_quotas(&config, stored_quotas);
+    let quotas = load_quotas(&config, &dynamic_config, stored_quotas);
     // Start-up's own writes were synced; from here the shard leaves them
     // to the metadata-sync thread.
     controller.defer_store_syncs();
@@ -223,15 +227,19 @@ fn open_metadata(
     })
 }
 
-/// The client quota managers with every stored user and client-id quota.
+/// The client quota managers with every stored user and client-id quota,
+/// and the replication quotas' bounds from the dynamic broker configs
+/// loaded at start-up.
 fn load_quotas(
     config: &BrokerConfig,
+    dynamic_config: &crate::config::dynamic::DynamicBrokerConfig,
     stored: Vec<crate::metadata::configs::StoredEntityConfig>,
 ) -> Arc<QuotaManagers> {
     let quotas = Arc::new(QuotaManagers::new(config));
     for e in &stored {
         quotas.update(&e.entity_path, &e.configs);
     }
+    quotas.update_replication_quotas(&dynamic_config.state());
     quotas
 }
 

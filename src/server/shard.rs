@@ -75,6 +75,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         metadata: sc.metadata.clone(),
         cluster: sc.cluster.clone(),
         cleaner_slots: sc.cleaner_slots.clone(),
+        replication_quotas: sc.quotas.replication_quotas(),
     }));
     let admin = Rc::new(TopicAdmin::new(
         router.clone(),

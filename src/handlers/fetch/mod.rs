@@ -65,6 +65,7 @@ fn shard_failed() -> FetchPartResult {
         read_size: 0,
         diverging_epoch: None,
         aborted_transactions: Vec::new(),
+        leader_throttled: false,
     }
 }
 
@@ -386,6 +387,8 @@ async fn encode_response(
         if let Some(throttled) = throttled_fetch(ctx, req, context, &results) {
             return throttled;
         }
+    } else {
+        record_leader_throttled_bytes(ctx, &results);
     }
     let converted = if req.api_version <= 3 {
         Some(down_convert_all(ctx, req.api_version, context.partitions(), &results).await)
@@ -403,6 +406,25 @@ async fn encode_response(
         topics,
     };
     encode_fetch_response(req.api_version, req.header.correlation_id, data).map(Some)
+}
+
+/// Kafka's KafkaApis for a follower's fetch: the bytes of the partitions
+/// throttled for leaders on this broker count against the leader
+/// replication quota, whatever the follower's ISR membership (so the total
+/// replication traffic of throttled partitions stays under the bound).
+/// kshard counts their records' bytes (Kafka the size of a response made
+/// of them alone). Without throttled partitions this reads no clock and
+/// touches no shared state.
+fn record_leader_throttled_bytes(ctx: &KafkaApis, results: &[Option<FetchPartResult>]) {
+    let bytes: u64 = results
+        .iter()
+        .flatten()
+        .filter(|r| r.leader_throttled)
+        .map(|r| u64::from(r.read_size))
+        .sum();
+    if bytes > 0 {
+        ctx.quotas.leader.record(bytes, crate::util::monotonic_ms());
+    }
 }
 
 /// Bytes a partition's entry adds to a response beside its records (an

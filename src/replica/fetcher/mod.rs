@@ -13,11 +13,12 @@ mod task;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
-use crate::replica::ReplicaManager;
+use crate::replica::{ReplicaManager, ReplicaQuota, UnboundedQuota};
 use crate::util::java_string_hash;
 
 pub use process::{apply_fetched_partition, apply_out_of_range, fetch_request_for, FetchOutcome};
@@ -92,6 +93,9 @@ pub struct ReplicaFetcherManager {
     socket_timeout_ms: u64,
     fetchers: HashMap<FetcherKey, Fetcher>,
     next_generation: u64,
+    /// The broker's follower replication quota (Kafka's
+    /// QuotaManagers.follower), shared by every task.
+    quota: Arc<dyn ReplicaQuota>,
 }
 
 /// A broker setting kshard keeps only as a raw value (no typed field).
@@ -123,7 +127,14 @@ impl ReplicaFetcherManager {
             socket_timeout_ms,
             fetchers: HashMap::new(),
             next_generation: 1,
+            quota: Arc::new(UnboundedQuota),
         }
+    }
+
+    /// The follower replication quota tasks started from now on check
+    /// (set once, when the shard is built).
+    pub fn set_quota(&mut self, quota: Arc<dyn ReplicaQuota>) {
+        self.quota = quota;
     }
 
     /// Starts (or restarts) fetching `parts` from `leader`, each moved off
@@ -148,6 +159,7 @@ impl ReplicaFetcherManager {
                     self.settings.replica_id, key.1, self.shard_id
                 ),
                 socket_timeout_ms: self.socket_timeout_ms,
+                quota: self.quota.clone(),
             };
             log::info!(
                 "shard {}: fetcher {} for leader {} at {}:{} started",
@@ -222,6 +234,7 @@ impl ReplicaFetcherManager {
                     generation,
                     delayed_until_ms: 0,
                     backoff_ms: 0,
+                    lag: None,
                 },
             );
             shared.changed();
@@ -301,3 +314,5 @@ mod gap_tests;
 mod task_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod throttle_tests;

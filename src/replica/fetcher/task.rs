@@ -9,6 +9,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -30,7 +31,8 @@ use super::protocol::{
 use super::LeaderEndpoint;
 use crate::protocol::errors;
 use crate::replica::partition::Partition;
-use crate::replica::ReplicaManager;
+use crate::replica::quota::{is_follower_throttled, should_follower_throttle};
+use crate::replica::{ReplicaManager, ReplicaQuota};
 use crate::util::now_ms;
 
 pub(crate) const MIN_BACKOFF_MS: u64 = 100;
@@ -57,9 +59,27 @@ pub(crate) struct PartitionState {
     /// Not fetched before this time (ms); 0 when ready.
     pub delayed_until_ms: u64,
     pub backoff_ms: u64,
+    /// Kafka's PartitionFetchState.lag: the leader's high watermark less
+    /// this log's end after the last fetch that appended records (or the
+    /// first answered one); unknown until then.
+    pub lag: Option<i64>,
 }
 
 impl PartitionState {
+    /// Kafka's isReplicaInSync: the lag is known and zero. An in-sync
+    /// partition is never left out for the follower quota.
+    pub fn is_replica_in_sync(&self) -> bool {
+        self.lag.is_some_and(|lag| lag <= 0)
+    }
+
+    /// Kafka's processFetchRequest: the lag is taken from a response that
+    /// appended records, or from the first one answered.
+    pub fn update_lag(&mut self, appended: bool, leader_high_watermark: i64, log_end_offset: i64) {
+        if appended || self.lag.is_none() {
+            self.lag = Some((leader_high_watermark - log_end_offset).max(0));
+        }
+    }
+
     fn delay(&mut self, now_ms: u64) {
         self.backoff_ms = next_backoff_ms(self.backoff_ms);
         self.delayed_until_ms = now_ms + self.backoff_ms;
@@ -128,6 +148,8 @@ pub(crate) struct FetcherTask {
     pub settings: FetchSettings,
     pub client_id: String,
     pub socket_timeout_ms: u64,
+    /// The broker's follower replication quota.
+    pub quota: Arc<dyn ReplicaQuota>,
 }
 
 /// The follower partition, if this shard still follows it.
@@ -268,6 +290,17 @@ impl FetcherTask {
             let Some(p) = rm.partition(topic, *partition).filter(|p| !p.is_leader) else {
                 continue;
             };
+            // Kafka's buildFetch: a throttled partition not in sync waits
+            // out the exceeded follower quota.
+            if should_follower_throttle(
+                &*self.quota,
+                state.is_replica_in_sync(),
+                &p.config,
+                *partition,
+                self.settings.replica_id,
+            ) {
+                continue;
+            }
             let mut request = fetch_request_for(p);
             request.topic_id = state.topic_id;
             request.current_leader_epoch = state.leader_epoch;
@@ -403,6 +436,26 @@ impl FetcherTask {
                     } => {
                         state.backoff_ms = 0;
                         state.delayed_until_ms = 0;
+                        // A diverging epoch leaves the lag for the next fetch.
+                        if data.diverging_epoch.is_none() {
+                            state.update_lag(
+                                appended_bytes > 0,
+                                data.high_watermark,
+                                p.log.log_end_offset(),
+                            );
+                        }
+                        // Kafka's processPartitionData: a throttled
+                        // partition's bytes count, in sync or not.
+                        let received = data.records.as_ref().map_or(0, |b| b.len());
+                        if received > 0
+                            && is_follower_throttled(
+                                &p.config,
+                                r.partition,
+                                self.settings.replica_id,
+                            )
+                        {
+                            self.quota.record(received as u64);
+                        }
                         if let Some(offset) = truncated_to {
                             log::info!(
                                 "{}: truncated {}-{} to {offset} (diverging epoch {:?} from leader {})",

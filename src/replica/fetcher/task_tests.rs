@@ -134,6 +134,7 @@ fn follower_of_epoch_5(dir: &std::path::Path, config: &Arc<BrokerConfig>) -> Rc<
         cleaner_slots: Arc::new(crate::replica::cleaner_slots::CleanerSlots::new(Arc::new(
             crate::config::dynamic::DynamicBrokerConfig::new(config.clone()),
         ))),
+        replication_quotas: Default::default(),
     }));
     let topic = TopicInfo {
         name: "t".into(),

@@ -347,6 +347,7 @@ pub(crate) mod test_support {
             cleaner_slots: Arc::new(crate::replica::cleaner_slots::CleanerSlots::new(Arc::new(
                 crate::config::dynamic::DynamicBrokerConfig::new(config),
             ))),
+            replication_quotas: Default::default(),
         }))
     }
 

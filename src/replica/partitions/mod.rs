@@ -22,6 +22,9 @@ use crate::replica::cleaner_slots::CleanerSlots;
 use crate::replica::log_dirs::LogDirs;
 use crate::replica::partition::{log_config_of, Partition};
 use crate::replica::parts::*;
+use crate::replica::quota::{
+    is_leader_throttled, should_leader_throttle, ReplicaQuota, UnboundedQuota,
+};
 
 /// New logs made off the shard for some partitions of one topic, by
 /// partition (`ReplicaManager::prepare_new_logs`).
@@ -89,6 +92,8 @@ pub struct Partitions {
     closing: bool,
     /// The id of the next batch of leader-epoch checkpoint fsyncs.
     next_leader_epoch_sync_id: u64,
+    /// The broker's leader replication quota (Kafka's QuotaManagers.leader).
+    leader_quota: Arc<dyn ReplicaQuota>,
 }
 
 /// Kafka's `log.cleaner.backoff.ms` default.
@@ -148,7 +153,14 @@ impl Partitions {
             alter_isr_queue: Vec::new(),
             closing: false,
             next_leader_epoch_sync_id: 1,
+            leader_quota: Arc::new(UnboundedQuota),
         }
+    }
+
+    /// The quota a follower's fetch of a leader-throttled partition is
+    /// checked against (unbounded until set).
+    pub fn set_leader_quota(&mut self, quota: Arc<dyn ReplicaQuota>) {
+        self.leader_quota = quota;
     }
 
     /// From here on, parked fetches and produces complete at once.
@@ -401,6 +413,7 @@ impl Partitions {
             read_size: 0,
             diverging_epoch: None,
             aborted_transactions: Vec::new(),
+            leader_throttled: false,
         };
         let absent = self.absent_error();
         let Some(partition) = self
@@ -443,11 +456,19 @@ impl Partitions {
                     read_size: 0,
                     diverging_epoch: Some((epoch, end)),
                     aborted_transactions: Vec::new(),
+                    leader_throttled: false,
                 };
             }
         }
         if part.replica_id >= 0 {
-            let r = partition.read_for_follower(part.fetch_offset, max_bytes, min_one_batch);
+            let mut r = partition.read_for_follower(part.fetch_offset, max_bytes, min_one_batch);
+            // Kafka's readFromLocalLog: a throttled partition's read is
+            // answered with no records (the follower fetches it again);
+            // its fetch state still moves with the fetch offset.
+            if should_leader_throttle(&*self.leader_quota, partition, part.replica_id) {
+                r.slice = None;
+                r.read_size = 0;
+            }
             if r.error_code == errors::NONE {
                 partition.update_follower_fetch_state(part.replica_id, part.fetch_offset, now_ms);
                 partition.maybe_increment_high_watermark();
@@ -466,6 +487,7 @@ impl Partitions {
                 read_size: r.read_size,
                 diverging_epoch: None,
                 aborted_transactions: Vec::new(),
+                leader_throttled: is_leader_throttled(partition),
             };
         }
         let (r, aborted_transactions) = if part.read_committed {
@@ -484,6 +506,7 @@ impl Partitions {
             read_size: r.read_size,
             diverging_epoch: None,
             aborted_transactions,
+            leader_throttled: false,
         }
     }
 
@@ -518,6 +541,11 @@ impl Partitions {
             return FetchWaitCheck::Complete;
         }
         if part.fetch_offset == end {
+            return FetchWaitCheck::Bytes(0);
+        }
+        // A throttled partition's bytes do not count, nor does its data on
+        // an older segment complete the fetch (Kafka's DelayedFetch).
+        if part.replica_id >= 0 && should_leader_throttle(&*self.leader_quota, p, part.replica_id) {
             return FetchWaitCheck::Bytes(0);
         }
         match p.log.bytes_between(part.fetch_offset, end) {
