@@ -66,7 +66,7 @@ fn leader_of(
     quota: Arc<TestQuota>,
 ) -> Partitions {
     let mut leader = Partitions::new(
-        dir.to_path_buf(),
+        crate::replica::LogDirs::single(dir),
         HashMap::new(),
         86_400_000,
         IoMode::Buffered,
