@@ -57,7 +57,12 @@ fn a_blocking_task_is_a_stall() {
         })
     }));
     assert_eq!(totals.count, 1, "{totals:?}");
-    assert!(totals.worst_us >= 4 * THRESHOLD_MS * 1000, "{totals:?}");
+    // The detector stamps a poll's start when the shard records it, a
+    // little after the task began: one tick (threshold / 10) of slack.
+    assert!(
+        totals.worst_us >= (4 * THRESHOLD_MS - THRESHOLD_MS / 10) * 1000,
+        "{totals:?}"
+    );
     // Not the whole test: the stall ends with the block (give or take a
     // starved watchdog's late look on a loaded machine).
     assert!(

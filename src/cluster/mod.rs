@@ -52,6 +52,27 @@ pub struct ClusterHandle {
 }
 
 impl ClusterHandle {
+    /// KafkaZkClient.propagateLogDirEvent: a sequential
+    /// `/log_dir_event_notification/log_dir_event_<seq>` naming this
+    /// broker, so the controller learns which replicas went offline.
+    pub async fn propagate_log_dir_event(&self) -> Result<(), String> {
+        use crate::controller::log_dir_events::{
+            encode_log_dir_event, LOG_DIR_EVENT_NOTIFICATION_PATH, LOG_DIR_EVENT_PREFIX,
+        };
+        let data = encode_log_dir_event(self.broker_id).into_bytes();
+        self.zk_call(move |zk| {
+            zk.create(
+                &format!("{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}"),
+                &data,
+                false,
+                true,
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        })
+        .await?
+    }
+
     /// Runs `f` with the ZooKeeper client on the worker thread and awaits
     /// its result from any shard (the reply wakes the shard from a foreign
     /// thread, which glommio supports).

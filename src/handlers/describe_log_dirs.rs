@@ -59,7 +59,17 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let results = entries
         .into_iter()
         .enumerate()
-        .map(|(i, topics)| log_dir_result(ctx.log_dirs.path(i), topics))
+        .map(|(i, topics)| {
+            if ctx.log_dirs.is_offline(i) {
+                // Kafka lists an offline dir with its error only.
+                return DescribeLogDirsResult::default()
+                    .with_log_dir(StrBytes::from_string(
+                        ctx.log_dirs.path(i).display().to_string(),
+                    ))
+                    .with_error_code(errors::KAFKA_STORAGE_ERROR.code());
+            }
+            log_dir_result(ctx.log_dirs.path(i), topics)
+        })
         .collect();
     respond(
         req,

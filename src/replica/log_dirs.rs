@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use kshard_shards::log::parse_partition_dir_name;
 
@@ -25,6 +25,9 @@ struct LogDir {
     path: PathBuf,
     /// Partition logs in this directory (Kafka counts `allLogs` by parent).
     partitions: AtomicUsize,
+    /// Set once an I/O error hit this directory (Kafka's offline log dir);
+    /// each of its partitions holds a clone and checks it before use.
+    offline: Arc<AtomicBool>,
 }
 
 pub struct LogDirs {
@@ -32,6 +35,9 @@ pub struct LogDirs {
     /// Makes choosing a directory and counting the new log there one step,
     /// so that shards placing logs at once still spread them evenly.
     placement: Mutex<()>,
+    /// Directories gone offline that the broker has not yet reported
+    /// (Kafka's LogDirFailureChannel); rare, so a lock is fine.
+    unreported_failures: Mutex<Vec<usize>>,
 }
 
 impl LogDirs {
@@ -44,9 +50,11 @@ impl LogDirs {
                 .map(|path| LogDir {
                     path,
                     partitions: AtomicUsize::new(0),
+                    offline: Arc::new(AtomicBool::new(false)),
                 })
                 .collect(),
             placement: Mutex::new(()),
+            unreported_failures: Mutex::new(Vec::new()),
         }
     }
 
@@ -118,15 +126,49 @@ impl LogDirs {
         self.dirs[index].partitions.load(Ordering::Relaxed)
     }
 
-    /// Kafka's `nextLogDirs().head`: the directory with the fewest logs,
-    /// ties to the first in `log.dirs` order; the new log is counted there.
-    pub fn next_log_dir(&self) -> usize {
+    /// Kafka's `nextLogDirs().head`: the live directory with the fewest
+    /// logs, ties to the first in `log.dirs` order; the new log is counted
+    /// there. None when every directory is offline.
+    pub fn next_log_dir(&self) -> Option<usize> {
         let _placing = self.placement.lock().expect("log dir placement");
         let chosen = (0..self.dirs.len())
-            .min_by_key(|&i| self.partition_count(i))
-            .expect("log.dirs is never empty");
+            .filter(|&i| !self.is_offline(i))
+            .min_by_key(|&i| self.partition_count(i))?;
         self.dirs[chosen].partitions.fetch_add(1, Ordering::Relaxed);
-        chosen
+        Some(chosen)
+    }
+
+    pub fn is_offline(&self, index: usize) -> bool {
+        self.dirs[index].offline.load(Ordering::Relaxed)
+    }
+
+    /// The flag a partition in the directory at `index` checks.
+    pub fn offline_flag(&self, index: usize) -> Arc<AtomicBool> {
+        self.dirs[index].offline.clone()
+    }
+
+    /// Kafka's `maybeAddOfflineLogDir`: an I/O error in the directory at
+    /// `index` takes it offline, for good until a restart; its partitions
+    /// answer KAFKA_STORAGE_ERROR and no new log goes there. True the
+    /// first time, when the failure is queued to be reported.
+    pub fn mark_offline(&self, index: usize, cause: &str) -> bool {
+        if self.dirs[index].offline.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        log::error!(
+            "Stopping serving logs in dir {}: {cause}",
+            self.path(index).display()
+        );
+        self.unreported_failures
+            .lock()
+            .expect("log dir failures")
+            .push(index);
+        true
+    }
+
+    /// The directories that went offline since the last call.
+    pub fn take_unreported_failures(&self) -> Vec<usize> {
+        std::mem::take(&mut *self.unreported_failures.lock().expect("log dir failures"))
     }
 
     /// A log of the directory at `index` was deleted.
@@ -218,17 +260,17 @@ mod tests {
     #[test]
     fn a_new_log_goes_to_the_dir_with_fewest_logs_ties_to_the_first() {
         let dirs = LogDirs::new(vec!["/a".into(), "/b".into(), "/c".into()]);
-        let placed: Vec<usize> = (0..7).map(|_| dirs.next_log_dir()).collect();
+        let placed: Vec<usize> = (0..7).map(|_| dirs.next_log_dir().unwrap()).collect();
         assert_eq!(placed, vec![0, 1, 2, 0, 1, 2, 0]);
         dirs.log_deleted(1);
         dirs.log_deleted(1);
-        assert_eq!(dirs.next_log_dir(), 1, "b holds the fewest");
+        assert_eq!(dirs.next_log_dir(), Some(1), "b holds the fewest");
         assert_eq!(
             (0..3).map(|i| dirs.partition_count(i)).collect::<Vec<_>>(),
             vec![3, 1, 2]
         );
-        assert_eq!(dirs.next_log_dir(), 1);
-        assert_eq!(dirs.next_log_dir(), 1, "b ties with c and comes first");
+        assert_eq!(dirs.next_log_dir(), Some(1));
+        assert_eq!(dirs.next_log_dir(), Some(1), "b ties with c and comes first");
     }
 
     #[test]
@@ -239,7 +281,7 @@ mod tests {
                 let dirs = dirs.clone();
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
-                        dirs.next_log_dir();
+                        dirs.next_log_dir().unwrap();
                     }
                 })
             })
@@ -290,9 +332,9 @@ mod tests {
         assert_eq!(dirs.path(1), root.join("b"), "no trailing separator");
         assert_eq!((dirs.partition_count(0), dirs.partition_count(1)), (2, 0));
         assert_eq!(locations[&("t".to_string(), 1)], 0);
-        assert_eq!(dirs.next_log_dir(), 1);
-        assert_eq!(dirs.next_log_dir(), 1);
-        assert_eq!(dirs.next_log_dir(), 0);
+        assert_eq!(dirs.next_log_dir(), Some(1));
+        assert_eq!(dirs.next_log_dir(), Some(1));
+        assert_eq!(dirs.next_log_dir(), Some(0));
 
         std::fs::create_dir_all(root.join("b").join("t-1")).unwrap();
         let e = LogDirs::load(&[a.clone(), b.clone()]).err().unwrap();
@@ -305,5 +347,20 @@ mod tests {
         let e = LogDirs::load(&[a.clone(), root.join("./a")]).err().unwrap();
         assert!(e.starts_with("Duplicate log directory found: "), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn an_offline_dir_takes_no_new_logs_and_is_reported_once() {
+        let dirs = LogDirs::new(vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        let flag = dirs.offline_flag(0);
+        assert!(dirs.mark_offline(0, "No space left on device"));
+        assert!(flag.load(Ordering::Relaxed) && dirs.is_offline(0));
+        assert!(!dirs.mark_offline(0, "again"), "reported once");
+        assert_eq!(dirs.take_unreported_failures(), vec![0]);
+        assert!(dirs.take_unreported_failures().is_empty());
+        assert_eq!(dirs.next_log_dir(), Some(1));
+        assert_eq!(dirs.next_log_dir(), Some(1), "never the offline dir");
+        dirs.mark_offline(1, "gone");
+        assert_eq!(dirs.next_log_dir(), None);
     }
 }

@@ -62,17 +62,26 @@ fn checkpoint_files_by_dir(
     files
 }
 
-/// Replaces every log dir's checkpoint files (a dir with no logs gets
-/// empty ones, as Kafka writes them).
+/// Replaces every online log dir's checkpoint files (a dir with no logs
+/// gets empty ones, as Kafka writes them). A dir whose files cannot be
+/// written goes offline, as Kafka's checkpoint writes report an
+/// IOException to the LogDirFailureChannel; the others are still written.
 pub(super) fn write_checkpoints(
     log_dirs: &LogDirs,
     entries: &[CheckpointEntry],
 ) -> std::io::Result<()> {
     let files = checkpoint_files_by_dir(entries, log_dirs.len());
-    for (files, dir) in files.iter().zip(log_dirs.paths()) {
-        files.write(dir)?;
+    let mut first_error = None;
+    for (index, (files, dir)) in files.iter().zip(log_dirs.paths()).enumerate() {
+        if log_dirs.is_offline(index) {
+            continue;
+        }
+        if let Err(e) = files.write(dir) {
+            log_dirs.mark_offline(index, &format!("writing its checkpoint files: {e}"));
+            first_error.get_or_insert(e);
+        }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

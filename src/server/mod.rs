@@ -614,6 +614,39 @@ pub(crate) async fn ship_index_writes(ctx: Rc<KafkaApis>) {
 
 /// Time-based flush, retention, and (on the controller shard) the broker
 /// checkpoint files.
+/// Kafka's LogDirFailureHandler: each log dir that went offline is
+/// reported once; in cluster mode through ZooKeeper to the controller,
+/// which moves leadership away from its replicas. The broker keeps serving
+/// its other dirs (and, alone, reads from the offline one).
+async fn report_log_dir_failures(ctx: &Rc<KafkaApis>) {
+    for index in ctx.log_dirs.take_unreported_failures() {
+        let path = ctx.log_dirs.path(index).display().to_string();
+        let online = (0..ctx.log_dirs.len())
+            .filter(|&i| !ctx.log_dirs.is_offline(i))
+            .count();
+        log::error!(
+            "log dir {path} is offline: its partitions answer KAFKA_STORAGE_ERROR \
+             until the broker restarts ({online} of {} log dirs online)",
+            ctx.log_dirs.len()
+        );
+        let (Some(cluster), ctx) = (ctx.cluster.clone(), ctx.clone()) else {
+            continue;
+        };
+        // Retried until ZooKeeper takes it (the controller must hear), off
+        // the maintenance loop.
+        glommio::spawn_local(async move {
+            while let Err(e) = cluster.propagate_log_dir_event().await {
+                log::error!("reporting the failure of log dir {path} to the controller: {e}");
+                if ctx.is_shutting_down() {
+                    return;
+                }
+                glommio::timer::sleep(Duration::from_millis(500)).await;
+            }
+        })
+        .detach();
+    }
+}
+
 pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
     let retention_every_ms = ctx.config.log_retention_check_interval_ms.max(1) as u64;
     // The checkpoint files are written together; in cluster mode they carry
@@ -647,6 +680,9 @@ pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
             .partitions_mut()
             .maintenance(now as i64, run_retention);
         ctx.replica_manager.start_roll_syncs();
+        if ctx.shard_id == CONTROLLER_SHARD {
+            report_log_dir_failures(&ctx).await;
+        }
         // Kafka's sensor expiry runs on its metrics thread; here once a minute.
         if ctx.shard_id == CONTROLLER_SHARD && now - last_sensor_expiry >= SENSOR_EXPIRY_EVERY_MS {
             last_sensor_expiry = now;

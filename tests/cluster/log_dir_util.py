@@ -19,7 +19,6 @@ import re
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import cluster_util as cl
 import compat_util as cu
@@ -454,25 +453,3 @@ def check_all_acked(bootstrap, topic, partitions, producer):
     assert summary["unacked_present"] == 0, summary
     assert summary["records_read"] == summary["records_acked"] == producer.log.acked, summary
     return summary
-
-
-def write_json(obj):
-    d = Path(tempfile_dir())
-    f = d / f"plan-{time.monotonic_ns()}.json"
-    f.write_text(json.dumps(obj))
-    return str(f)
-
-
-_TMP = []
-
-
-def tempfile_dir():
-    import atexit
-    import shutil
-    import tempfile
-
-    if not _TMP:
-        d = tempfile.mkdtemp(prefix="logdirs-")
-        atexit.register(shutil.rmtree, d, True)
-        _TMP.append(d)
-    return _TMP[0]

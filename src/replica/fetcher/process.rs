@@ -51,6 +51,12 @@ pub fn apply_fetched_partition(
     now_ms: i64,
 ) -> FetchOutcome {
     debug_assert_eq!(p.log.log_end_offset(), fetch_offset);
+    if p.log_dir_offline() {
+        return FetchOutcome::Retry {
+            error_code: errors::KAFKA_STORAGE_ERROR,
+            message: "its log dir is offline".into(),
+        };
+    }
     match data.error_code {
         errors::NONE => {}
         errors::OFFSET_OUT_OF_RANGE => return FetchOutcome::OffsetOutOfRange,

@@ -428,6 +428,8 @@ impl FetcherTask {
                 let Some(p) = fetched_follower_mut(&mut rm, r) else {
                     continue;
                 };
+                let log_dir_index = p.log_dir_index;
+                let was_offline = p.log_dir_offline();
                 match apply_fetched_partition(p, r.fetch_offset, &data, now as i64) {
                     FetchOutcome::Applied {
                         appended_bytes,
@@ -484,6 +486,18 @@ impl FetcherTask {
                         error_code,
                         message,
                     } => {
+                        // A local write failed (the leader's errors are
+                        // never KAFKA_STORAGE_ERROR here: those are its own).
+                        if error_code == errors::KAFKA_STORAGE_ERROR
+                            && data.error_code == errors::NONE
+                            && !was_offline
+                        {
+                            let what = format!(
+                                "appending fetched records to {}-{}: {message}",
+                                r.topic, r.partition
+                            );
+                            rm.log_dirs().mark_offline(log_dir_index, &what);
+                        }
                         state.delay(now);
                         let level = match error_code {
                             errors::NOT_LEADER_OR_FOLLOWER

@@ -107,6 +107,11 @@ pub struct Partition {
     /// producer about to start a transaction here, until its marker.
     txn_verifications: HashMap<i64, VerificationGuard>,
     next_verification_guard: u64,
+    /// The log dir holding this log (an index into `LogDirs`) and that
+    /// dir's offline flag: once set, the partition answers
+    /// KAFKA_STORAGE_ERROR instead of touching its files.
+    pub log_dir_index: usize,
+    log_dir_offline: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The log settings of a topic; `io_mode` is broker-wide (`log.io.mode`).
@@ -151,6 +156,18 @@ pub(crate) fn validation_config_of(c: &TopicConfig) -> ValidationConfig {
 }
 
 impl Partition {
+    /// Places the open log in log dir `index`, whose offline flag is `offline`.
+    pub fn set_log_dir(&mut self, index: usize, offline: Arc<std::sync::atomic::AtomicBool>) {
+        self.log_dir_index = index;
+        self.log_dir_offline = offline;
+    }
+
+    /// Whether this log's dir went offline (an I/O error there).
+    pub fn log_dir_offline(&self) -> bool {
+        self.log_dir_offline
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Logs a storage failure with the partition's directory and its cause
     /// (Kafka names the directory with every KafkaStorageException) and
     /// makes the KAFKA_STORAGE_ERROR answer.
@@ -236,6 +253,8 @@ impl Partition {
             leader_epoch_sync_id: None,
             txn_verifications: HashMap::new(),
             next_verification_guard: 0,
+            log_dir_index: 0,
+            log_dir_offline: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         })
     }
 

@@ -3,6 +3,7 @@
 //! says, and a deleted one leaves its dir's count. DescribeLogDirs reads
 //! the open logs by dir.
 
+use std::io;
 use std::path::PathBuf;
 
 use super::Partitions;
@@ -20,15 +21,25 @@ impl Partitions {
             .contains_key(&(topic.to_string(), partition))
     }
 
-    /// The log dir of `topic`-`partition`'s log; a partition with none yet
-    /// is placed now (Kafka's `getOrCreateLog` with `nextLogDirs`).
-    pub(super) fn place_log(&mut self, topic: &str, partition: i32) -> PathBuf {
-        let log_dirs = &self.log_dirs;
-        let index = *self
-            .log_dir_of
-            .entry((topic.to_string(), partition))
-            .or_insert_with(|| log_dirs.next_log_dir());
-        self.log_dirs.path(index).to_path_buf()
+    /// The log dir of `topic`-`partition`'s log (its index and path); a
+    /// partition with none yet is placed now (Kafka's `getOrCreateLog`
+    /// with `nextLogDirs`). An error when every log dir is offline.
+    pub(super) fn place_log(&mut self, topic: &str, partition: i32) -> io::Result<(usize, PathBuf)> {
+        let key = (topic.to_string(), partition);
+        let index = match self.log_dir_of.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.log_dirs.next_log_dir().ok_or_else(|| {
+                    io::Error::other(format!(
+                        "no online log dir to create {topic}-{partition} in (log.dirs {})",
+                        self.log_dirs_display()
+                    ))
+                })?;
+                self.log_dir_of.insert(key, i);
+                i
+            }
+        };
+        Ok((index, self.log_dirs.path(index).to_path_buf()))
     }
 
     /// The log dir index of an open partition's log.

@@ -249,12 +249,15 @@ impl Partitions {
             .filter(|&p| !self.has_log(&topic.name, p))
             .collect();
         new.into_iter()
-            .map(|p| NewLogJob {
-                partition: p,
-                dir: self
-                    .place_log(&topic.name, p)
-                    .join(partition_dir_name(&topic.name, p)),
-                config: log_config_of(&topic.config, self.io_mode),
+            // A partition with no online dir to go to gets no job; opening
+            // it fails with the reason.
+            .filter_map(|p| {
+                let (_, dir) = self.place_log(&topic.name, p).ok()?;
+                Some(NewLogJob {
+                    partition: p,
+                    dir: dir.join(partition_dir_name(&topic.name, p)),
+                    config: log_config_of(&topic.config, self.io_mode),
+                })
             })
             .collect()
     }
@@ -281,7 +284,16 @@ impl Partitions {
                 .find(|pi| pi.partition == p)
                 .map(|pi| pi.leader_epoch)
                 .unwrap_or(0);
-            let log_dir = self.place_log(&topic.name, p);
+            let (log_dir_index, log_dir) = self.place_log(&topic.name, p)?;
+            if self.log_dirs.is_offline(log_dir_index) {
+                // Left closed: its callers answer KAFKA_STORAGE_ERROR for it.
+                log::warn!(
+                    "not opening {}-{p}: its log dir {} is offline",
+                    topic.name,
+                    log_dir.display()
+                );
+                continue;
+            }
             let mut partition = Partition::open(
                 &log_dir,
                 &topic.name,
@@ -296,6 +308,7 @@ impl Partitions {
                 now_ms,
                 prepared.remove(&p),
             )?;
+            partition.set_log_dir(log_dir_index, self.log_dirs.offline_flag(log_dir_index));
             if let Some(offset) = startup.cleaner_offset {
                 partition.log.set_cleaner_checkpoint(offset);
             }
@@ -359,6 +372,9 @@ impl Partitions {
             Ok(p) => p,
             Err(code) => return ProducePartResult::failed(code),
         };
+        if partition.log_dir_offline() {
+            return ProducePartResult::failed(errors::KAFKA_STORAGE_ERROR);
+        }
         if let Err(code) = partition.check_txn_verification(&part.records, part.txn_verification) {
             return ProducePartResult::failed(code);
         }
@@ -383,7 +399,12 @@ impl Partitions {
                     log_start_offset: r.log_start_offset,
                 }
             }
-            Err(e) => ProducePartResult {
+            Err(e) => {
+                if e.error_code == errors::KAFKA_STORAGE_ERROR {
+                    let what = format!("appending to {}-{}: {}", part.topic, part.partition, e.message);
+                    self.log_dirs.mark_offline(partition.log_dir_index, &what);
+                }
+                ProducePartResult {
                 error_code: e.error_code,
                 // Kafka sends a message only with record errors.
                 error_message: (!e.record_errors.is_empty()).then_some(e.message),
@@ -391,7 +412,8 @@ impl Partitions {
                 base_offset: -1,
                 log_append_time_ms: -1,
                 log_start_offset: partition.log.log_start_offset(),
-            },
+            }
+            }
         }
     }
 
@@ -423,6 +445,12 @@ impl Partitions {
         else {
             return fail(absent);
         };
+        // An offline log dir's partitions are the other replicas' in a
+        // cluster (Kafka answers KAFKA_STORAGE_ERROR); a single broker has
+        // no other copy, and reads of what was written still work.
+        if self.cluster_mode && partition.log_dir_offline() {
+            return fail(errors::KAFKA_STORAGE_ERROR);
+        }
         if !partition.is_leader {
             return fail(errors::NOT_LEADER_OR_FOLLOWER);
         }
@@ -733,9 +761,12 @@ impl Partitions {
     /// Periodic work: time-based flush and retention.
     pub fn maintenance(&mut self, now_ms: i64, run_retention: bool) {
         for parts in self.topics.values_mut() {
-            for p in parts.values_mut() {
+            for p in parts.values_mut().filter(|p| !p.log_dir_offline()) {
                 if let Err(e) = p.log.maybe_flush(now_ms) {
                     log::error!("flush {}-{}: {e}", p.topic, p.partition);
+                    self.log_dirs
+                        .mark_offline(p.log_dir_index, &format!("flushing {}-{}: {e}", p.topic, p.partition));
+                    continue;
                 }
                 if run_retention {
                     match p.log.delete_old_segments(now_ms) {
@@ -749,7 +780,13 @@ impl Partitions {
                                 p.partition
                             )
                         }
-                        Err(e) => log::error!("retention {}-{}: {e}", p.topic, p.partition),
+                        Err(e) => {
+                            log::error!("retention {}-{}: {e}", p.topic, p.partition);
+                            self.log_dirs.mark_offline(
+                                p.log_dir_index,
+                                &format!("deleting old segments of {}-{}: {e}", p.topic, p.partition),
+                            );
+                        }
                     }
                 }
             }

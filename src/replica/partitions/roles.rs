@@ -46,6 +46,10 @@ impl Partitions {
                 codes.push(errors::KAFKA_STORAGE_ERROR);
                 continue;
             };
+            if partition.log_dir_offline() {
+                codes.push(errors::KAFKA_STORAGE_ERROR);
+                continue;
+            }
             let is_leader = rc.leader == broker_id;
             let fresh = missing.contains(&rc.partition);
             if !fresh && rc.leader_epoch < partition.leader_epoch {
