@@ -270,7 +270,11 @@ mod tests {
             vec![3, 1, 2]
         );
         assert_eq!(dirs.next_log_dir(), Some(1));
-        assert_eq!(dirs.next_log_dir(), Some(1), "b ties with c and comes first");
+        assert_eq!(
+            dirs.next_log_dir(),
+            Some(1),
+            "b ties with c and comes first"
+        );
     }
 
     #[test]

@@ -24,7 +24,11 @@ impl Partitions {
     /// The log dir of `topic`-`partition`'s log (its index and path); a
     /// partition with none yet is placed now (Kafka's `getOrCreateLog`
     /// with `nextLogDirs`). An error when every log dir is offline.
-    pub(super) fn place_log(&mut self, topic: &str, partition: i32) -> io::Result<(usize, PathBuf)> {
+    pub(super) fn place_log(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> io::Result<(usize, PathBuf)> {
         let key = (topic.to_string(), partition);
         let index = match self.log_dir_of.get(&key) {
             Some(&i) => i,
@@ -190,6 +194,58 @@ mod tests {
         assert_eq!(
             (log_dirs.partition_count(0), log_dirs.partition_count(1)),
             (0, 0)
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn an_offline_log_dir_refuses_appends_and_takes_no_new_logs() {
+        use crate::protocol::errors;
+        use crate::replica::partition::follower::test_support::batch;
+        use crate::replica::parts::{AppendOrigin, ProducePart};
+
+        let root = temp_dir("log-dir-offline");
+        let (a, b) = (root.join("a"), root.join("b"));
+        let (log_dirs, _) = LogDirs::load(&[a.clone(), b.clone()]).unwrap();
+        let log_dirs = Arc::new(log_dirs);
+        let mut parts = Partitions::new(
+            log_dirs.clone(),
+            HashMap::new(),
+            86_400_000,
+            IoMode::Buffered,
+        );
+        let topic = topic_t();
+        parts
+            .open_partitions(&topic, &[0, 1], NOW_MS, &mut Default::default())
+            .unwrap();
+        let produce = |p: i32| ProducePart {
+            topic: "t".into(),
+            partition: p,
+            records: bytes::Bytes::from(batch(0, 2, 0)),
+            txn_verification: crate::replica::TxnVerification::Off,
+        };
+        assert_eq!(
+            parts
+                .append(&produce(0), NOW_MS, AppendOrigin::Client)
+                .error_code,
+            errors::NONE
+        );
+        // t-0 went to a, t-1 to b; a fails.
+        assert!(log_dirs.mark_offline(0, "No space left on device"));
+        let refused = parts.append(&produce(0), NOW_MS, AppendOrigin::Client);
+        assert_eq!(refused.error_code, errors::KAFKA_STORAGE_ERROR);
+        assert_eq!(
+            parts
+                .append(&produce(1), NOW_MS, AppendOrigin::Client)
+                .error_code,
+            errors::NONE
+        );
+        // New logs all go to the dir still online.
+        let jobs = parts.new_log_jobs(&topic, &[2, 3]);
+        assert!(
+            jobs.iter().all(|j| j.dir.starts_with(&b)),
+            "{:?}",
+            jobs.iter().map(|j| &j.dir).collect::<Vec<_>>()
         );
         let _ = std::fs::remove_dir_all(&root);
     }

@@ -401,18 +401,21 @@ impl Partitions {
             }
             Err(e) => {
                 if e.error_code == errors::KAFKA_STORAGE_ERROR {
-                    let what = format!("appending to {}-{}: {}", part.topic, part.partition, e.message);
+                    let what = format!(
+                        "appending to {}-{}: {}",
+                        part.topic, part.partition, e.message
+                    );
                     self.log_dirs.mark_offline(partition.log_dir_index, &what);
                 }
                 ProducePartResult {
-                error_code: e.error_code,
-                // Kafka sends a message only with record errors.
-                error_message: (!e.record_errors.is_empty()).then_some(e.message),
-                record_errors: e.record_errors,
-                base_offset: -1,
-                log_append_time_ms: -1,
-                log_start_offset: partition.log.log_start_offset(),
-            }
+                    error_code: e.error_code,
+                    // Kafka sends a message only with record errors.
+                    error_message: (!e.record_errors.is_empty()).then_some(e.message),
+                    record_errors: e.record_errors,
+                    base_offset: -1,
+                    log_append_time_ms: -1,
+                    log_start_offset: partition.log.log_start_offset(),
+                }
             }
         }
     }
@@ -764,8 +767,10 @@ impl Partitions {
             for p in parts.values_mut().filter(|p| !p.log_dir_offline()) {
                 if let Err(e) = p.log.maybe_flush(now_ms) {
                     log::error!("flush {}-{}: {e}", p.topic, p.partition);
-                    self.log_dirs
-                        .mark_offline(p.log_dir_index, &format!("flushing {}-{}: {e}", p.topic, p.partition));
+                    self.log_dirs.mark_offline(
+                        p.log_dir_index,
+                        &format!("flushing {}-{}: {e}", p.topic, p.partition),
+                    );
                     continue;
                 }
                 if run_retention {
@@ -784,7 +789,10 @@ impl Partitions {
                             log::error!("retention {}-{}: {e}", p.topic, p.partition);
                             self.log_dirs.mark_offline(
                                 p.log_dir_index,
-                                &format!("deleting old segments of {}-{}: {e}", p.topic, p.partition),
+                                &format!(
+                                    "deleting old segments of {}-{}: {e}",
+                                    p.topic, p.partition
+                                ),
                             );
                         }
                     }
