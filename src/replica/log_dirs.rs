@@ -84,6 +84,8 @@ impl LogDirs {
                     path.display()
                 );
             }
+            crate::replica::future_log::discard_future_logs(&path)
+                .map_err(|e| format!("log.dirs {}: {e}", path.display()))?;
             paths.push(path);
         }
         let locations = locate_logs(&paths)?;
@@ -127,6 +129,12 @@ impl LogDirs {
             .expect("log.dirs is never empty");
         self.dirs[chosen].partitions.fetch_add(1, Ordering::Relaxed);
         chosen
+    }
+
+    /// A log was made in the directory at `index` by choice, not by
+    /// `next_log_dir` (a future replica, a preferred dir).
+    pub fn log_added(&self, index: usize) {
+        self.dirs[index].partitions.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A log of the directory at `index` was deleted.

@@ -23,11 +23,19 @@ impl Partitions {
     /// The log dir of `topic`-`partition`'s log; a partition with none yet
     /// is placed now (Kafka's `getOrCreateLog` with `nextLogDirs`).
     pub(super) fn place_log(&mut self, topic: &str, partition: i32) -> PathBuf {
+        // AlterReplicaLogDirs named a dir before the replica existed.
+        let preferred = self.take_preferred_log_dir(topic, partition);
         let log_dirs = &self.log_dirs;
         let index = *self
             .log_dir_of
             .entry((topic.to_string(), partition))
-            .or_insert_with(|| log_dirs.next_log_dir());
+            .or_insert_with(|| match preferred {
+                Some(index) => {
+                    log_dirs.log_added(index);
+                    index
+                }
+                None => log_dirs.next_log_dir(),
+            });
         self.log_dirs.path(index).to_path_buf()
     }
 
@@ -96,6 +104,7 @@ impl Partitions {
                 });
             }
         }
+        self.describe_future_logs(topic, &wanted, &mut by_dir);
         by_dir
     }
 }
