@@ -99,6 +99,8 @@ DESCRIBE_QUOTAS = req(48, 0, arr([s("client-id") + struct.pack(">b", 2) + ns(Non
 DESCRIBE_SCRAM = req(50, 0, b"\x00\x00")
 DESCRIBE_LOG_DIRS_ALL = req(35, 1, struct.pack(">i", -1))  # topics null: every log
 DESCRIBE_LOG_DIRS = req(35, 0, arr([s("fz") + arr([struct.pack(">i", 0)])]))
+ALTER_REPLICA_LOG_DIRS = req(34, 1, arr([s("/nonexistent/dir") + arr([s("fz") + arr([struct.pack(">i", 0)])]),
+                                         s("fuzz") + arr([s("fz") + arr([struct.pack(">ii", 0, 1)])])]))
 
 V0_SET = legacy_message(0, 0, b"k", b"v") + legacy_message(1, 0, None, b"w")
 V1_INNER = legacy_message(0, 1, b"k", b"v") + legacy_message(1, 1, b"k2", b"w")
@@ -113,7 +115,8 @@ HANDLER_SEEDS = {
     "group": [FIND_COORD, JOIN, SYNC, HEARTBEAT, COMMIT, OFFSET_FETCH, LEAVE],
     "group_admin": [COMMIT, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_DELETE, DELETE_GROUPS],
     "producers": [INIT_PID, INIT_PID_NULL, PRODUCE_TXN, PRODUCE_IDEM, FETCH],
-    "cluster": [API_VERSIONS, DESCRIBE_CLUSTER, ELECT, METADATA, DESCRIBE_LOG_DIRS_ALL, DESCRIBE_LOG_DIRS],
+    "cluster": [API_VERSIONS, DESCRIBE_CLUSTER, ELECT, METADATA, DESCRIBE_LOG_DIRS_ALL, DESCRIBE_LOG_DIRS,
+                ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS],
     "configs": [ALTER_CONFIGS, INCREMENTAL, DESCRIBE_CONFIGS, ALTER_BROKER, PRODUCE, FETCH],
     "quotas": [ALTER_QUOTAS, DESCRIBE_QUOTAS, DESCRIBE_SCRAM, PRODUCE, FETCH],
 }
