@@ -23,6 +23,9 @@ use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{join_all, ShardRequest, ShardResponse};
 
+/// One shard's share: (topic, partition, target log dir index).
+type ShardParts = Vec<(String, i32, usize)>;
+
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: AlterReplicaLogDirsRequest = decode_body(req)?;
     // Kafka's partitionDirs: one target per partition, the last one named.
@@ -41,7 +44,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         }
     }
     let mut codes: HashMap<(String, i32), ErrorCode> = HashMap::new();
-    let mut by_shard: BTreeMap<usize, Vec<(String, i32, usize)>> = BTreeMap::new();
+    let mut by_shard: BTreeMap<usize, ShardParts> = BTreeMap::new();
     for key in &order {
         match target[key] {
             None => {
@@ -53,7 +56,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .push((key.0.clone(), key.1, index)),
         }
     }
-    let calls: Vec<(Vec<(String, i32, usize)>, LocalBoxFuture<_>)> = by_shard
+    let calls: Vec<(ShardParts, LocalBoxFuture<_>)> = by_shard
         .into_iter()
         .map(|(shard, parts)| {
             let router = ctx.router.clone();
