@@ -104,6 +104,8 @@ ALTER_REASSIGN = req(45, 0, struct.pack(">i", 5000) + b"\x02" + b"\x03fz" + b"\x
                      + struct.pack(">i", 0) + b"\x03" + struct.pack(">ii", 1, 2) + b"\x00"
                      + struct.pack(">i", 1) + b"\x00" + b"\x00" + b"\x00" + b"\x00")
 LIST_REASSIGN = req(46, 0, struct.pack(">i", 5000) + b"\x00" + b"\x00")
+ALTER_REPLICA_LOG_DIRS = req(34, 1, arr([s("/nonexistent/dir") + arr([s("fz") + arr([struct.pack(">i", 0)])]),
+                                         s("fuzz") + arr([s("fz") + arr([struct.pack(">ii", 0, 1)])])]))
 
 V0_SET = legacy_message(0, 0, b"k", b"v") + legacy_message(1, 0, None, b"w")
 V1_INNER = legacy_message(0, 1, b"k", b"v") + legacy_message(1, 1, b"k2", b"w")
@@ -119,7 +121,7 @@ HANDLER_SEEDS = {
     "group_admin": [COMMIT, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_DELETE, DELETE_GROUPS],
     "producers": [INIT_PID, INIT_PID_NULL, PRODUCE_TXN, PRODUCE_IDEM, FETCH],
     "cluster": [API_VERSIONS, DESCRIBE_CLUSTER, ELECT, METADATA, DESCRIBE_LOG_DIRS_ALL, DESCRIBE_LOG_DIRS,
-                ALTER_REASSIGN, LIST_REASSIGN],
+                ALTER_REASSIGN, LIST_REASSIGN, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS],
     "configs": [ALTER_CONFIGS, INCREMENTAL, DESCRIBE_CONFIGS, ALTER_BROKER, PRODUCE, FETCH],
     "quotas": [ALTER_QUOTAS, DESCRIBE_QUOTAS, DESCRIBE_SCRAM, PRODUCE, FETCH],
 }

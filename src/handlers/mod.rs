@@ -7,6 +7,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -174,6 +175,7 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::WriteTxnMarkers => write_txn_markers::handle(ctx, &req).await,
         ApiKey::DescribeProducers => describe_producers::handle(ctx, &req).await,
         ApiKey::DescribeLogDirs => describe_log_dirs::handle(ctx, &req).await,
+        ApiKey::AlterReplicaLogDirs => alter_replica_log_dirs::handle(ctx, &req).await,
         ApiKey::FindCoordinator => find_coordinator::handle(ctx, &req).await,
         ApiKey::ElectLeaders => elect_leaders::handle(ctx, &req).await,
         ApiKey::AlterPartitionReassignments => {

@@ -58,6 +58,7 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::OffsetForLeaderEpoch, 0, 4),
     api(ApiKey::DescribeConfigs, 0, 4),
     api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::AlterReplicaLogDirs, 0, 2),
     api(ApiKey::DescribeLogDirs, 0, 4),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::DescribeClientQuotas, 0, 1),
@@ -270,6 +271,9 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
         }
         ApiKey::CreatePartitions => decode_body::<m::CreatePartitionsRequest>(&req).map(|_| ()),
         ApiKey::DescribeLogDirs => decode_body::<m::DescribeLogDirsRequest>(&req).map(|_| ()),
+        ApiKey::AlterReplicaLogDirs => {
+            decode_body::<m::AlterReplicaLogDirsRequest>(&req).map(|_| ())
+        }
         ApiKey::DescribeCluster => decode_body::<m::DescribeClusterRequest>(&req).map(|_| ()),
         ApiKey::DescribeClientQuotas => {
             decode_body::<m::DescribeClientQuotasRequest>(&req).map(|_| ())

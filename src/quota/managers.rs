@@ -28,6 +28,8 @@ pub struct QuotaManagers {
     /// Replication quotas (Kafka's QuotaManagers.leader and .follower).
     pub leader: Arc<ReplicationQuotaManager>,
     pub follower: Arc<ReplicationQuotaManager>,
+    /// Kafka's QuotaManagers.alterLogDirs: copying future replicas.
+    pub alter_log_dirs: Arc<ReplicationQuotaManager>,
 }
 
 /// A positive integer broker key, or its default.
@@ -66,6 +68,10 @@ impl QuotaManagers {
                 ReplicationQuotaType::FollowerReplication,
                 replication,
             )),
+            alter_log_dirs: Arc::new(ReplicationQuotaManager::new(
+                ReplicationQuotaType::AlterLogDirsReplication,
+                replication,
+            )),
         }
     }
 
@@ -76,6 +82,7 @@ impl QuotaManagers {
     pub fn update_replication_quotas(&self, state: &BrokerConfigState) {
         self.leader.update_from(state);
         self.follower.update_from(state);
+        self.alter_log_dirs.update_from(state);
     }
 
     /// The replication quotas as the replica layer holds them.
@@ -83,6 +90,7 @@ impl QuotaManagers {
         ReplicationQuotas {
             leader: self.leader.clone(),
             follower: self.follower.clone(),
+            alter_log_dirs: self.alter_log_dirs.clone(),
         }
     }
 

@@ -40,12 +40,18 @@ pub const LEADER_REPLICATION_THROTTLED_RATE: &str = "leader.replication.throttle
 pub const FOLLOWER_REPLICATION_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
 /// QuotaConfigs.QUOTA_BYTES_PER_SECOND_DEFAULT: no bound.
 pub const QUOTA_BYTES_PER_SECOND_DEFAULT: i64 = i64::MAX;
+/// ReplicationConfigs.REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND_CONFIG:
+/// the bound on copying replicas between log dirs (AlterReplicaLogDirs).
+pub const REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND: &str =
+    "replica.alter.log.dirs.io.max.bytes.per.second";
 
 /// Kafka's QuotaType of a ReplicationQuotaManager.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplicationQuotaType {
     LeaderReplication,
     FollowerReplication,
+    /// Future replicas copied between this broker's log dirs.
+    AlterLogDirsReplication,
 }
 
 impl ReplicationQuotaType {
@@ -54,6 +60,7 @@ impl ReplicationQuotaType {
         match self {
             ReplicationQuotaType::LeaderReplication => "LeaderReplication",
             ReplicationQuotaType::FollowerReplication => "FollowerReplication",
+            ReplicationQuotaType::AlterLogDirsReplication => "AlterLogDirsReplication",
         }
     }
 
@@ -62,6 +69,9 @@ impl ReplicationQuotaType {
         match self {
             ReplicationQuotaType::LeaderReplication => LEADER_REPLICATION_THROTTLED_RATE,
             ReplicationQuotaType::FollowerReplication => FOLLOWER_REPLICATION_THROTTLED_RATE,
+            ReplicationQuotaType::AlterLogDirsReplication => {
+                REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND
+            }
         }
     }
 }

@@ -92,6 +92,8 @@ impl LogDirs {
                     path.display()
                 );
             }
+            crate::replica::future_log::discard_future_logs(&path)
+                .map_err(|e| format!("log.dirs {}: {e}", path.display()))?;
             paths.push(path);
         }
         let locations = locate_logs(&paths)?;
@@ -169,6 +171,12 @@ impl LogDirs {
     /// The directories that went offline since the last call.
     pub fn take_unreported_failures(&self) -> Vec<usize> {
         std::mem::take(&mut *self.unreported_failures.lock().expect("log dir failures"))
+    }
+
+    /// A log was made in the directory at `index` by choice, not by
+    /// `next_log_dir` (a future replica, a preferred dir).
+    pub fn log_added(&self, index: usize) {
+        self.dirs[index].partitions.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A log of the directory at `index` was deleted.

@@ -8,12 +8,14 @@
 //! that shard. It imports the cluster layer (to reach the controller) and
 //! below, never the router or anything above it.
 
+mod alter_log_dirs;
 pub mod alter_partition;
 pub mod cleaner_slots;
 pub mod delayed_fetch;
 pub mod delayed_produce;
 mod direct_writer;
 pub mod fetcher;
+pub mod future_log;
 mod leader_epoch_sync;
 mod log_create;
 mod log_dir_info;

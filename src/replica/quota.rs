@@ -46,6 +46,8 @@ impl ReplicaQuota for UnboundedQuota {
 pub struct ReplicationQuotas {
     pub leader: Arc<dyn ReplicaQuota>,
     pub follower: Arc<dyn ReplicaQuota>,
+    /// Copying future replicas between log dirs (AlterReplicaLogDirs).
+    pub alter_log_dirs: Arc<dyn ReplicaQuota>,
 }
 
 impl Default for ReplicationQuotas {
@@ -53,6 +55,7 @@ impl Default for ReplicationQuotas {
         ReplicationQuotas {
             leader: Arc::new(UnboundedQuota),
             follower: Arc::new(UnboundedQuota),
+            alter_log_dirs: Arc::new(UnboundedQuota),
         }
     }
 }

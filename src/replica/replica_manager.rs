@@ -104,6 +104,7 @@ impl ReplicaManager {
         partitions.set_cluster_mode(rc.cluster.is_some());
         partitions.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
         partitions.set_leader_quota(rc.replication_quotas.leader.clone());
+        partitions.set_alter_log_dirs_quota(rc.replication_quotas.alter_log_dirs.clone());
         let mut replica_fetchers = ReplicaFetcherManager::new(rc.shard_id, rc.broker_id, &config);
         replica_fetchers.set_quota(rc.replication_quotas.follower.clone());
         // The purgatories run on the monotonic clock, as Kafka's (hiResClockMs).

@@ -113,6 +113,11 @@ pub enum ShardRequest {
     DescribeLogDirs {
         filter: LogDirsFilter,
     },
+    /// AlterReplicaLogDirs for partitions this shard owns: (topic,
+    /// partition, target log dir index); answered with one error each.
+    AlterReplicaLogDirs {
+        parts: Vec<(String, i32, usize)>,
+    },
     /// WriteTxnMarkers for partitions this shard owns; answered once each
     /// marker is replicated (or with its error).
     WriteTxnMarkers {

@@ -245,6 +245,9 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
         ShardRequest::DescribeProducers { parts } => {
             ready(ShardResponse::Producers(rm.active_producers(&parts)))
         }
+        ShardRequest::AlterReplicaLogDirs { parts } => ready(ShardResponse::PartitionErrors(
+            rm.alter_replica_log_dirs(&parts),
+        )),
         ShardRequest::DescribeLogDirs { filter } => {
             let rm = rm.clone();
             Box::pin(async move { ShardResponse::LogDirs(rm.describe_log_dirs(filter).await) })

@@ -56,6 +56,7 @@ KAFKA_3_9_1_ZK = {
     23: (0, 4),  # OffsetForLeaderEpoch
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    34: (0, 2),  # AlterReplicaLogDirs
     35: (0, 4),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups

@@ -226,6 +226,16 @@ impl ProducerStateManager {
         }
     }
 
+    /// The partition's log moved to `dir` (a future replica swapped in,
+    /// AlterReplicaLogDirs): the state in memory is kept, later snapshots
+    /// go there. Snapshots queued for the old directory are dropped.
+    pub fn relocate(&mut self, dir: &Path) {
+        let (snapshot_writes, snapshot_generation) = SnapshotWrites::for_dir(dir);
+        self.dir = dir.to_path_buf();
+        self.snapshot_writes = snapshot_writes;
+        self.snapshot_generation = snapshot_generation;
+    }
+
     /// Checks a client batch (Kafka's duplicate search, then
     /// `checkProducerEpoch`, `checkSequence` and `appendDataBatch`'s
     /// transaction check). Offsets need not be assigned yet. Control

@@ -51,7 +51,8 @@ fn crate_min_version(key: ApiKey) -> Option<i16> {
         | ApiKey::DeleteTopics
         | ApiKey::OffsetFetch
         | ApiKey::DescribeConfigs
-        | ApiKey::DescribeLogDirs => Some(1),
+        | ApiKey::DescribeLogDirs
+        | ApiKey::AlterReplicaLogDirs => Some(1),
         ApiKey::CreateTopics | ApiKey::OffsetCommit | ApiKey::OffsetForLeaderEpoch => Some(2),
         ApiKey::Produce => Some(3),
         ApiKey::Fetch => Some(4),
@@ -95,6 +96,10 @@ pub fn decode_request(
         }
         ApiKey::DescribeLogDirs => as_v1::<kafka_protocol::messages::DescribeLogDirsRequest>(body)
             .map(|m| Box::new(m) as _),
+        ApiKey::AlterReplicaLogDirs => {
+            as_v1::<kafka_protocol::messages::AlterReplicaLogDirsRequest>(body)
+                .map(|m| Box::new(m) as _)
+        }
         _ => return None,
     };
     Some(decoded.map_err(|e| format!("{key:?} v{version}: {e}")))
@@ -150,6 +155,11 @@ pub fn encode_response(
         }
         ApiKey::DescribeLogDirs => {
             let response: &kafka_protocol::messages::DescribeLogDirsResponse =
+                body.downcast_ref()?;
+            response.encode(&mut w, 1).map_err(|e| e.to_string())
+        }
+        ApiKey::AlterReplicaLogDirs => {
+            let response: &kafka_protocol::messages::AlterReplicaLogDirsResponse =
                 body.downcast_ref()?;
             response.encode(&mut w, 1).map_err(|e| e.to_string())
         }

@@ -66,6 +66,16 @@ impl LeaderEpochCache {
         })
     }
 
+    /// The partition's log moved to `dir` (AlterReplicaLogDirs): the
+    /// entries are kept and written there, queued (not awaited: they are
+    /// the same epochs the old file held).
+    pub fn relocate(&mut self, dir: &Path) -> io::Result<()> {
+        self.path = dir.join(FILE_NAME);
+        self.write(false)?;
+        drop(self.queued_writes.pop());
+        Ok(())
+    }
+
     pub fn entries(&self) -> &[(i32, i64)] {
         &self.entries
     }

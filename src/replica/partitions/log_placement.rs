@@ -22,23 +22,31 @@ impl Partitions {
     }
 
     /// The log dir of `topic`-`partition`'s log (its index and path); a
-    /// partition with none yet is placed now (Kafka's `getOrCreateLog`
-    /// with `nextLogDirs`). An error when every log dir is offline.
+    /// partition with none yet is placed now: in the dir AlterReplicaLogDirs
+    /// named for it if that dir is online, else Kafka's `getOrCreateLog`
+    /// with `nextLogDirs`. An error when every log dir is offline.
     pub(super) fn place_log(
         &mut self,
         topic: &str,
         partition: i32,
     ) -> io::Result<(usize, PathBuf)> {
+        let preferred = self.take_preferred_log_dir(topic, partition);
         let key = (topic.to_string(), partition);
         let index = match self.log_dir_of.get(&key) {
             Some(&i) => i,
             None => {
-                let i = self.log_dirs.next_log_dir().ok_or_else(|| {
-                    io::Error::other(format!(
-                        "no online log dir to create {topic}-{partition} in (log.dirs {})",
-                        self.log_dirs_display()
-                    ))
-                })?;
+                let i = match preferred.filter(|&i| !self.log_dirs.is_offline(i)) {
+                    Some(i) => {
+                        self.log_dirs.log_added(i);
+                        i
+                    }
+                    None => self.log_dirs.next_log_dir().ok_or_else(|| {
+                        io::Error::other(format!(
+                            "no online log dir to create {topic}-{partition} in (log.dirs {})",
+                            self.log_dirs_display()
+                        ))
+                    })?,
+                };
                 self.log_dir_of.insert(key, i);
                 i
             }
@@ -111,6 +119,7 @@ impl Partitions {
                 });
             }
         }
+        self.describe_future_logs(topic, &wanted, &mut by_dir);
         by_dir
     }
 }

@@ -94,6 +94,8 @@ pub struct Partitions {
     next_leader_epoch_sync_id: u64,
     /// The broker's leader replication quota (Kafka's QuotaManagers.leader).
     leader_quota: Arc<dyn ReplicaQuota>,
+    /// AlterReplicaLogDirs: future replicas and preferred dirs.
+    alter_log_dirs: alter_log_dirs::AlterLogDirsState,
 }
 
 /// Kafka's `log.cleaner.backoff.ms` default.
@@ -104,6 +106,8 @@ const CLEANER_SLOT_RETRY_MS: i64 = 100;
 
 mod leader_epoch_sync;
 pub use leader_epoch_sync::{dropped_write, LeaderEpochSync};
+mod alter_log_dirs;
+pub use alter_log_dirs::{AlterLogDirResult, CopyStep};
 mod log_placement;
 mod roles;
 mod transactions;
@@ -154,6 +158,7 @@ impl Partitions {
             closing: false,
             next_leader_epoch_sync_id: 1,
             leader_quota: Arc::new(UnboundedQuota),
+            alter_log_dirs: Default::default(),
         }
     }
 
