@@ -126,6 +126,10 @@ impl Partitions {
             error,
             started: None,
         };
+        // Kafka checks the destination first, then the replica's own dir.
+        if self.log_dirs.is_offline(target) {
+            return answer(errors::KAFKA_STORAGE_ERROR);
+        }
         let Some(p) = self.partition(topic, partition) else {
             self.alter_log_dirs.preferred.insert(key, target);
             return answer(if known {
@@ -134,6 +138,9 @@ impl Partitions {
                 errors::UNKNOWN_TOPIC_OR_PARTITION
             });
         };
+        if p.log_dir_offline() {
+            return answer(errors::KAFKA_STORAGE_ERROR);
+        }
         let lso = p.log.log_start_offset();
         let config = p.log.config().clone();
         let current = self.log_dir_index(topic, partition);
