@@ -189,11 +189,16 @@ class JavaProducer:
 
 class RdkafkaProducer:
     """confluent_kafka Producer (librdkafka, enable.idempotence=true,
-    acks=all) in a thread; delivery reports feed an AckLog."""
+    acks=all) in a thread; delivery reports feed an AckLog. Records carry
+    `key` if given (the AckLog reads only the value "<tag>-<seq>");
+    `batch_bytes` caps librdkafka's batch.size; pause()/resume() stop and
+    restart sending."""
 
-    def __init__(self, bootstrap, topic, partitions, tag="rdkafka", rate=200):
+    def __init__(self, bootstrap, topic, partitions, tag="rdkafka", rate=200, key=None, batch_bytes=None):
         from confluent_kafka import Producer
 
+        self.key = key
+        self.paused = threading.Event()
         self.log = AckLog(tag, partitions)
         self.tag = tag
         self.topic = topic
@@ -213,9 +218,22 @@ class RdkafkaProducer:
             "reconnect.backoff.max.ms": 1000,
             "topic.metadata.refresh.interval.ms": 5000,
             "error_cb": self._error,
+            **({"batch.size": batch_bytes} if batch_bytes else {}),
         })
         self.thread = threading.Thread(target=self._run, name=f"{tag}-produce", daemon=True)
         self.thread.start()
+
+    def pause(self, timeout_s=60):
+        """Stops sending and waits until every record sent is reported."""
+        self.paused.set()
+        cl.wait_for(lambda: self.log.acked + self.log.failed >= self.sent, timeout_s,
+                    f"producer {self.tag}: every record sent reported")
+
+    def resume(self, rate=None):
+        """Sends again, at `rate` records/s if given."""
+        if rate is not None:
+            self.rate = rate
+        self.paused.clear()
 
     def _error(self, err):
         if err.fatal():
@@ -230,15 +248,20 @@ class RdkafkaProducer:
 
     def _run(self):
         start = time.monotonic()
+        base = 0
         while not self.stopping.is_set() and not self.log.fatal:
-            due = start + self.sent / self.rate
+            if self.paused.is_set():
+                self.producer.poll(0.05)
+                start, base = time.monotonic(), self.sent
+                continue
+            due = start + (self.sent - base) / self.rate
             now = time.monotonic()
             if now < due:
                 self.producer.poll(min(due - now, 0.05))
                 continue
             seq = self.sent
             try:
-                self.producer.produce(self.topic, value=f"{self.tag}-{seq}".encode(),
+                self.producer.produce(self.topic, key=self.key, value=f"{self.tag}-{seq}".encode(),
                                       partition=seq % self.partitions, on_delivery=self._report)
             except BufferError:
                 self.producer.poll(0.1)

@@ -17,8 +17,6 @@ import json
 import os
 import re
 import subprocess
-import threading
-import time
 
 import cluster_util as cl
 import compat_util as cu
@@ -358,82 +356,14 @@ def check_dump_covers(parsed, files, end):
 
 
 class PaddedProducer(durability.RdkafkaProducer):
-    """durability.RdkafkaProducer (librdkafka, idempotent, acks=all) whose
-    records also carry a key of key_bytes bytes (bulk for filling a
-    directory; LogCheck reads only the value "<tag>-<seq>"), with batches of
-    at most batch_bytes (a batch larger than the topic's segment.bytes is
-    refused with RECORD_LIST_TOO_LARGE), and that can be paused."""
+    """durability.RdkafkaProducer whose records carry a key of key_bytes
+    bytes (bulk for filling a directory), in batches of at most batch_bytes
+    (a batch larger than the topic's segment.bytes is refused with
+    RECORD_LIST_TOO_LARGE)."""
 
     def __init__(self, bootstrap, topic, partitions, tag="pad", rate=200, key_bytes=8000, batch_bytes=65536):
-        from confluent_kafka import Producer
-
-        self.key = b"k" * key_bytes
-        self.paused = threading.Event()
-        self.log = durability.AckLog(tag, partitions)
-        self.tag = tag
-        self.topic = topic
-        self.partitions = partitions
-        self.rate = rate
-        self.sent = 0
-        self.stopping = threading.Event()
-        self.unflushed = None
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "batch.size": batch_bytes,
-            "message.timeout.ms": durability.DELIVERY_TIMEOUT_MS,
-            "request.timeout.ms": 10000,
-            "retry.backoff.ms": 100,
-            "reconnect.backoff.max.ms": 1000,
-            "topic.metadata.refresh.interval.ms": 5000,
-            "error_cb": self._error,
-        })
-        self.thread = threading.Thread(target=self._run, name=f"{tag}-produce", daemon=True)
-        self.thread.start()
-
-    def pause(self, timeout_s=60):
-        """Stops sending and waits until every record sent is reported."""
-        self.paused.set()
-        cl.wait_for(lambda: self.log.acked + self.log.failed >= self.sent, timeout_s,
-                    f"producer {self.tag}: every record sent reported")
-
-    def resume(self, rate=None):
-        """Sends again, at `rate` records/s if given."""
-        if rate is not None:
-            self.rate = rate
-        self.paused.clear()
-
-    def _run(self):
-        from confluent_kafka import KafkaException
-
-        start = time.monotonic()
-        base = 0
-        while not self.stopping.is_set() and not self.log.fatal:
-            if self.paused.is_set():
-                self.producer.poll(0.05)
-                start, base = time.monotonic(), self.sent
-                continue
-            due = start + (self.sent - base) / self.rate
-            now = time.monotonic()
-            if now < due:
-                self.producer.poll(min(due - now, 0.05))
-                continue
-            seq = self.sent
-            try:
-                self.producer.produce(self.topic, key=self.key, value=f"{self.tag}-{seq}".encode(),
-                                      partition=seq % self.partitions, on_delivery=self._report)
-            except BufferError:
-                self.producer.poll(0.1)
-                continue
-            except KafkaException as e:
-                self.log.fatal.append(f"produce: {e}")
-                break
-            self.sent += 1
-            self.producer.poll(0)
-        self.unflushed = self.producer.flush(durability.DELIVERY_TIMEOUT_MS / 1000 + 30)
-        self.producer = None
+        super().__init__(bootstrap, topic, partitions, tag=tag, rate=rate, key=b"k" * key_bytes,
+                         batch_bytes=batch_bytes)
 
 
 def acked_per_partition(log):
