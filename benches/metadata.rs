@@ -27,7 +27,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use kshard::config::{BrokerConfig, TopicConfig};
 use kshard::metadata::image::apply_update_metadata;
 use kshard::metadata::metadata_cache::{
-    BrokerInfo, MetadataCache, MetadataImage, PartitionInfo, TopicInfo,
+    BrokerInfo, ListenerEndpoint, MetadataCache, MetadataImage, PartitionInfo, TopicInfo,
 };
 use kshard::protocol::inter_broker::{
     UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataPartitionState,
@@ -70,6 +70,11 @@ fn image_of(config: &Arc<TopicConfig>, topics: usize) -> MetadataImage {
             host: "127.0.0.1".into(),
             port: 9092,
             rack: None,
+            endpoints: vec![ListenerEndpoint {
+                listener_name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+            }],
         }],
         ..Default::default()
     };

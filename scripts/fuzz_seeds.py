@@ -97,6 +97,14 @@ ALTER_QUOTAS = req(49, 0, arr([arr([s("client-id") + ns("fzclient")])
                    + b"\x00")
 DESCRIBE_QUOTAS = req(48, 0, arr([s("client-id") + struct.pack(">b", 2) + ns(None)]) + b"\x00")
 DESCRIBE_SCRAM = req(50, 0, b"\x00\x00")
+# AlterUserScramCredentials v0 (flexible): delete bob's SHA-512, upsert
+# alice's SHA-256 (4096 iterations, salt "salt", 32-byte salted password).
+ALTER_SCRAM = req(51, 0, b"\x02" + b"\x04bob" + struct.pack(">b", 2) + b"\x00"
+                  + b"\x02" + b"\x06alice" + struct.pack(">bi", 1, 4096) + b"\x05salt"
+                  + b"\x21" + bytes(range(32)) + b"\x00" + b"\x00")
+# Outside a SASL listener both are answered ILLEGAL_SASL_STATE.
+SASL_HANDSHAKE = req(17, 1, s("PLAIN"))
+SASL_AUTHENTICATE = req(36, 1, b(b"\x00alice\x00alice-secret"))
 DESCRIBE_LOG_DIRS_ALL = req(35, 1, struct.pack(">i", -1))  # topics null: every log
 DESCRIBE_LOG_DIRS = req(35, 0, arr([s("fz") + arr([struct.pack(">i", 0)])]))
 # Flexible v0 bodies (compact arrays and strings, empty tag sections).
@@ -124,6 +132,7 @@ HANDLER_SEEDS = {
                 ALTER_REASSIGN, LIST_REASSIGN, ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS],
     "configs": [ALTER_CONFIGS, INCREMENTAL, DESCRIBE_CONFIGS, ALTER_BROKER, PRODUCE, FETCH],
     "quotas": [ALTER_QUOTAS, DESCRIBE_QUOTAS, DESCRIBE_SCRAM, PRODUCE, FETCH],
+    "scram": [ALTER_SCRAM, DESCRIBE_SCRAM, SASL_HANDSHAKE, SASL_AUTHENTICATE, ALTER_SCRAM],
 }
 
 

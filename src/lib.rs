@@ -3,8 +3,8 @@
 //!
 //! The top-level modules are layers, listed from the top; a module imports
 //! only modules below it (`tests/layering.rs` checks this):
-//! server → handlers → coordinator → admin → router → replica → cluster →
-//! controller → zk → metadata → protocol → config → util.
+//! server → handlers → coordinator → admin → router → quota → security →
+//! replica → cluster → controller → zk → metadata → protocol → config → util.
 
 pub mod admin;
 pub mod cluster;
@@ -17,6 +17,7 @@ pub mod protocol;
 pub mod quota;
 pub mod replica;
 pub mod router;
+pub mod security;
 pub mod server;
 pub mod util;
 pub mod zk;

@@ -30,7 +30,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    for key in &config.unknown_keys {
+    // Per-listener overrides of Kafka keys are read where they apply.
+    for key in config
+        .unknown_keys
+        .iter()
+        .filter(|k| !kshard::config::is_listener_override(k))
+    {
         log::warn!("unknown config key '{key}' ignored");
     }
     for (key, why) in config.accepted_keys() {

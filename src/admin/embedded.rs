@@ -19,7 +19,9 @@ use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
 use crate::metadata::configs as entity;
 use crate::metadata::embedded::{halt_on_sync_failure, EmbeddedStore};
-use crate::metadata::metadata_cache::{BrokerInfo, MetadataImage, PartitionInfo, TopicInfo};
+use crate::metadata::metadata_cache::{
+    BrokerInfo, ListenerEndpoint, MetadataImage, PartitionInfo, TopicInfo,
+};
 use crate::metadata::topics;
 use crate::metadata::{MetadataStore, StoreError};
 use crate::protocol::errors;
@@ -143,6 +145,16 @@ impl EmbeddedAdmin {
                     host: e.host.clone(),
                     port: e.port,
                     rack: self.config.broker_rack.clone(),
+                    endpoints: self
+                        .config
+                        .advertised_listeners
+                        .iter()
+                        .map(|a| ListenerEndpoint {
+                            listener_name: a.listener_name.clone(),
+                            host: a.host.clone(),
+                            port: a.port,
+                        })
+                        .collect(),
                 })
                 .into_iter()
                 .collect(),

@@ -12,6 +12,7 @@ pub mod configs;
 pub mod embedded;
 pub mod limits;
 pub mod logger_configs;
+pub mod scram_alter;
 pub mod scram_credentials;
 pub mod validate;
 pub mod zk;

@@ -59,8 +59,8 @@ pub(super) fn parse_protocol_map(text: &str) -> Result<BTreeMap<String, String>,
     Ok(map)
 }
 
-/// Parses a comma list of `NAME://host:port`. Only PLAINTEXT is served by
-/// kshard for now; other protocols are rejected naming `key`.
+/// Parses a comma list of `NAME://host:port`, each listener's security
+/// protocol taken from `protocol_map`.
 pub fn parse_listeners(
     key: &str,
     text: &str,
@@ -93,11 +93,6 @@ pub fn parse_listeners(
                 "No security protocol defined for listener {listener_name}"
             )));
         };
-        if protocol != "PLAINTEXT" {
-            return Err(err(format!(
-                "listener {listener_name} uses security protocol {protocol}; kshard supports only PLAINTEXT"
-            )));
-        }
         out.push(Endpoint {
             listener_name,
             security_protocol: protocol.clone(),
@@ -113,6 +108,88 @@ pub fn parse_listeners(
         ));
     }
     Ok(out)
+}
+
+/// `key` for one listener: `listener.name.<name lower-cased>.<key>` wins
+/// over `<key>`.
+pub(super) fn listener_value<'a>(
+    originals: &'a BTreeMap<String, String>,
+    listener_name: &str,
+    key: &str,
+) -> Option<&'a str> {
+    let prefixed = format!("listener.name.{}.{key}", listener_name.to_ascii_lowercase());
+    originals
+        .get(&prefixed)
+        .or_else(|| originals.get(key))
+        .map(String::as_str)
+}
+
+/// `listener.name.<l>.<key>` or `listener.name.<l>.<mechanism>.<key>`
+/// of a Kafka key (Kafka's per-listener and per-mechanism overrides).
+pub fn is_listener_override(key: &str) -> bool {
+    let Some((_, rest)) = key
+        .strip_prefix("listener.name.")
+        .and_then(|r| r.split_once('.'))
+    else {
+        return false;
+    };
+    let known = |k: &str| super::defs::broker_def(k).is_some() || k == "sasl.jaas.config";
+    known(rest) || rest.split_once('.').is_some_and(|(_, k)| known(k))
+}
+
+/// The SASL mechanisms kshard serves (Kerberos and OAUTHBEARER need
+/// Java login modules).
+pub const SERVED_SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// `sasl.enabled.mechanisms` of one listener (Kafka's default is GSSAPI).
+pub fn sasl_mechanisms_of(
+    originals: &BTreeMap<String, String>,
+    listener_name: &str,
+) -> Vec<String> {
+    listener_value(originals, listener_name, "sasl.enabled.mechanisms")
+        .unwrap_or("GSSAPI")
+        .split(',')
+        .map(|m| m.trim().to_ascii_uppercase())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// Every SASL listener must enable only mechanisms kshard serves.
+pub(super) fn check_sasl_mechanisms(
+    originals: &BTreeMap<String, String>,
+    listeners: &[Endpoint],
+) -> Result<(), ConfigError> {
+    for l in listeners
+        .iter()
+        .filter(|l| l.security_protocol.starts_with("SASL_"))
+    {
+        let mechanisms = sasl_mechanisms_of(originals, &l.listener_name);
+        let shown = mechanisms.join(",");
+        if mechanisms.is_empty() {
+            return Err(ConfigError::new(
+                "sasl.enabled.mechanisms",
+                &shown,
+                format!(
+                    "No SASL mechanisms are enabled for listener {}",
+                    l.listener_name
+                ),
+            ));
+        }
+        if let Some(m) = mechanisms
+            .iter()
+            .find(|m| !SERVED_SASL_MECHANISMS.contains(&m.as_str()))
+        {
+            return Err(ConfigError::new(
+                "sasl.enabled.mechanisms",
+                &shown,
+                format!(
+                    "kshard does not support this: listener {} enables SASL mechanism {m}; kshard serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (Kafka's default, GSSAPI, needs Kerberos)",
+                    l.listener_name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Kafka requires distinct listener names, and distinct ports for bound

@@ -23,7 +23,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use defs::{broker_config_entries, ConfigEntry, ConfigType};
-pub use listeners::{canonical_hostname, parse_listeners, Endpoint};
+pub use listeners::{
+    canonical_hostname, is_listener_override, parse_listeners, sasl_mechanisms_of, Endpoint,
+    SERVED_SASL_MECHANISMS,
+};
 pub use topic::{topic_config_entries, ThrottledReplicas, TopicConfig};
 
 /// An invalid configuration value; Display names the key, like Kafka's
@@ -399,6 +402,22 @@ impl BrokerConfig {
             &v.string("security.inter.broker.protocol"),
             &advertised_listeners,
         )?;
+        listeners::check_sasl_mechanisms(&originals, &listeners)?;
+        let inter_broker_protocol = protocol_map
+            .get(&inter_broker_listener_name)
+            .map_or("PLAINTEXT", String::as_str);
+        let clustered = v
+            .string_opt("zookeeper.connect")
+            .is_some_and(|s| !s.is_empty());
+        if clustered && inter_broker_protocol != "PLAINTEXT" {
+            return Err(ConfigError::new(
+                "inter.broker.listener.name",
+                &inter_broker_listener_name,
+                format!(
+                    "kshard does not support this: its own broker-to-broker clients (replica fetchers, controller) speak only PLAINTEXT, and listener {inter_broker_listener_name} is {inter_broker_protocol}; name a PLAINTEXT listener"
+                ),
+            ));
+        }
 
         let log_dirs_text = v
             .string_opt("log.dirs")
@@ -596,6 +615,13 @@ impl BrokerConfig {
     /// The key/value map as given (file plus overrides), for DescribeConfigs.
     pub fn originals(&self) -> &BTreeMap<String, String> {
         &self.originals
+    }
+
+    /// `key` as set for one listener: `listener.name.<listener>.<key>` (the
+    /// name lower-cased, Kafka's ListenerName.configPrefix) wins over
+    /// `<key>`; None when neither is set.
+    pub fn listener_value(&self, listener_name: &str, key: &str) -> Option<&str> {
+        listeners::listener_value(&self.originals, listener_name, key)
     }
 
     /// The id this broker runs as: `broker.id`, or 0 when it is -1 on the

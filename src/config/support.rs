@@ -33,15 +33,12 @@ pub enum When {
     NonEmpty,
     /// Any value other than Kafka's default.
     NotDefault,
-    /// A listener whose security protocol (through
-    /// `listener.security.protocol.map`) is not PLAINTEXT.
-    NonPlaintextListener,
 }
 
 use Support::{Accepted, Acted, Refused};
 
-const NO_SSL_SASL: &str =
-    "it applies only to SSL and SASL listeners, which kshard refuses (listeners)";
+const JSSE_ONLY: &str =
+    "it tunes Java's TLS implementation (JSSE); kshard's TLS is rustls, configured by the other ssl. keys";
 const NO_AUTHORIZER: &str =
     "it is read only by an authorizer, which kshard refuses (authorizer.class.name)";
 const NO_TIERED: &str =
@@ -51,25 +48,25 @@ const KRAFT_ONLY: &str = "it applies only to KRaft mode, which kshard refuses (p
 /// The support table, sorted by key (checked by a test).
 #[rustfmt::skip]
 pub static SUPPORT: &[(&str, Support)] = &[
-    ("advertised.listeners", Refused(When::NonPlaintextListener, "kshard serves only PLAINTEXT listeners: it has no TLS and no SASL authentication")),
+    ("advertised.listeners", Acted),
     ("allow.everyone.if.no.acl.found", Accepted(NO_AUTHORIZER)),
     ("alter.config.policy.class.name", Refused(When::NonEmpty, "kshard enforces no alter-configs policy (it cannot load Java classes); every valid AlterConfigs would be allowed")),
     ("authorizer.class.name", Refused(When::NonEmpty, "kshard has no authorizer: ACLs would not be enforced and every client could do everything")),
     ("client.quota.callback.class", Refused(When::NonEmpty, "kshard enforces no client quotas (it cannot load Java classes)")),
     ("compression.type", Refused(When::NotDefault, "kshard stores batches as the producer compressed them; it does not recompress to a broker-wide codec (only 'producer' is supported)")),
-    ("connection.failed.authentication.delay.ms", Accepted(NO_SSL_SASL)),
-    ("connections.max.reauth.ms", Accepted(NO_SSL_SASL)),
+    ("connection.failed.authentication.delay.ms", Acted),
+    ("connections.max.reauth.ms", Acted),
     ("control.plane.listener.name", Accepted("the listener it names must be in listeners, where a protocol other than PLAINTEXT is refused; kshard sends controller requests over the inter-broker listener")),
     ("controlled.shutdown.enable", Acted),
     ("create.topic.policy.class.name", Refused(When::NonEmpty, "kshard enforces no create-topic policy (it cannot load Java classes); every valid CreateTopics would be allowed")),
     ("default.replication.factor", Acted),
-    ("delegation.token.", Accepted("delegation tokens authenticate over SASL, and SASL listeners are refused (listeners)")),
+    ("delegation.token.", Accepted("kshard issues no delegation tokens; a SCRAM login that asks for token authentication is refused")),
     ("delete.topic.enable", Acted),
     ("eligible.leader.replicas.enable", Accepted("eligible leader replicas (KIP-966) exist only in KRaft mode; Kafka 3.9 in ZooKeeper mode ignores the key too")),
     ("inter.broker.listener.name", Acted),
-    ("listener.name.", Accepted("per-listener overrides of ssl., sasl. and connection keys: the listener's protocol is checked under listeners, and a refused base key is refused here too")),
+    ("listener.name.", Acted),
     ("listener.security.protocol.map", Acted),
-    ("listeners", Refused(When::NonPlaintextListener, "kshard serves only PLAINTEXT listeners: it has no TLS and no SASL authentication")),
+    ("listeners", Acted),
     ("log.cleaner.backoff.ms", Acted),
     ("log.cleaner.dedupe.buffer.size", Accepted("memory sizing of Kafka's cleaner threads; kshard's cleaner sizes its own offset map")),
     ("log.cleaner.delete.retention.ms", Acted),
@@ -122,17 +119,26 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("offsets.retention.minutes", Acted),
     ("offsets.topic.replication.factor", Acted),
     ("password.encoder.", Accepted("it encrypts dynamic password configs, which kshard refuses (it does not encrypt them yet)")),
-    ("principal.builder.class", Refused(When::NotDefault, "kshard cannot load Java classes; without TLS or SASL every principal is ANONYMOUS")),
+    ("principal.builder.class", Refused(When::NotDefault, "kshard cannot load Java classes; it builds principals as Kafka's DefaultKafkaPrincipalBuilder does")),
     ("process.roles", Refused(When::NonEmpty, "kshard does not run in KRaft mode: it uses ZooKeeper (zookeeper.connect) or, unset, its embedded single-node store")),
     ("producer.id.expiration.ms", Acted),
     ("remote.log.", Accepted(NO_TIERED)),
     ("remote.log.storage.system.enable", Refused(When::True, "kshard has no tiered storage")),
     ("replica.high.watermark.checkpoint.interval.ms", Acted),
     ("replica.lag.time.max.ms", Acted),
-    ("sasl.", Accepted(NO_SSL_SASL)),
-    ("security.inter.broker.protocol", Refused(When::NotDefault, "kshard speaks only PLAINTEXT between brokers")),
-    ("security.providers", Accepted(NO_SSL_SASL)),
-    ("ssl.", Accepted(NO_SSL_SASL)),
+    ("sasl.", Accepted("SASL client, Kerberos and OAUTHBEARER settings, which kshard's PLAIN and SCRAM servers do not read")),
+    ("sasl.enabled.mechanisms", Acted),
+    ("sasl.jaas.config", Acted),
+    ("sasl.mechanism.inter.broker.protocol", Accepted("brokers talk to each other over PLAINTEXT in kshard (security.inter.broker.protocol)")),
+    ("sasl.server.callback.handler.class", Refused(When::NonEmpty, "kshard cannot load Java classes; PLAIN users come from the JAAS config and SCRAM users from the credential store")),
+    ("security.inter.broker.protocol", Refused(When::NotDefault, "kshard's own broker-to-broker clients (replica fetchers, controller) speak only PLAINTEXT; clients may use any listener")),
+    ("security.providers", Accepted(JSSE_ONLY)),
+    ("ssl.", Acted),
+    ("ssl.engine.factory.class", Refused(When::NonEmpty, "kshard cannot load Java classes; its TLS is rustls, configured by the ssl. keys")),
+    ("ssl.keymanager.algorithm", Accepted(JSSE_ONLY)),
+    ("ssl.provider", Accepted(JSSE_ONLY)),
+    ("ssl.secure.random.implementation", Accepted(JSSE_ONLY)),
+    ("ssl.trustmanager.algorithm", Accepted(JSSE_ONLY)),
     ("super.users", Accepted(NO_AUTHORIZER)),
     ("transaction.", Acted),
     ("transaction.state.log.load.buffer.size", Accepted("kshard loads the transaction log 4 MiB at a time")),
@@ -175,7 +181,7 @@ pub fn check_refused(map: &BTreeMap<String, String>) -> Result<(), ConfigError> 
         let Some(Refused(when, why)) = support_of(key) else {
             continue;
         };
-        if asks_for_more(key, raw.trim(), when, map) {
+        if asks_for_more(key, raw.trim(), when) {
             return Err(ConfigError::new(
                 key,
                 raw,
@@ -186,7 +192,7 @@ pub fn check_refused(map: &BTreeMap<String, String>) -> Result<(), ConfigError> 
     Ok(())
 }
 
-fn asks_for_more(key: &str, value: &str, when: When, map: &BTreeMap<String, String>) -> bool {
+fn asks_for_more(key: &str, value: &str, when: When) -> bool {
     match when {
         When::True => value.eq_ignore_ascii_case("true"),
         When::NonEmpty => !value.is_empty(),
@@ -199,29 +205,7 @@ fn asks_for_more(key: &str, value: &str, when: When, map: &BTreeMap<String, Stri
                 .unwrap_or_else(|| value.to_string());
             shown != default
         }
-        When::NonPlaintextListener => non_plaintext_listener(value, map),
     }
-}
-
-/// True when a listener in `value` maps to a protocol other than
-/// PLAINTEXT. Unknown names and malformed entries are left to the
-/// listener parser, which reports them.
-fn non_plaintext_listener(value: &str, map: &BTreeMap<String, String>) -> bool {
-    let protocol_map = map
-        .get("listener.security.protocol.map")
-        .map(String::as_str)
-        .or_else(|| defs::broker_def("listener.security.protocol.map").and_then(|d| d.default))
-        .unwrap_or("");
-    let protocols: BTreeMap<String, String> = protocol_map
-        .split(',')
-        .filter_map(|e| e.split_once(':'))
-        .map(|(n, p)| (n.trim().to_ascii_uppercase(), p.trim().to_ascii_uppercase()))
-        .collect();
-    value
-        .split(',')
-        .filter_map(|l| l.split_once("://"))
-        .filter_map(|(name, _)| protocols.get(&name.trim().to_ascii_uppercase()))
-        .any(|p| p != "PLAINTEXT")
 }
 
 /// Keys set in `map` that kshard accepts without acting on, with why.
@@ -327,40 +311,29 @@ mod tests {
     }
 
     #[test]
-    fn listener_protocols() {
-        assert_eq!(
-            refused_key(&[("listeners", "SSL://:9093")]),
-            Some("listeners".into())
-        );
+    fn every_security_protocol_is_served() {
         assert_eq!(
             refused_key(&[
-                ("listeners", "PLAINTEXT://:9092,INTERNAL://:9093"),
+                (
+                    "listeners",
+                    "PLAINTEXT://:9092,INTERNAL://:9093,SSL://:9094"
+                ),
                 (
                     "listener.security.protocol.map",
-                    "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT"
+                    "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,SSL:SSL"
                 ),
             ]),
-            Some("listeners".into())
-        );
-        assert_eq!(
-            refused_key(&[("advertised.listeners", "SASL_SSL://h:9093")]),
-            Some("advertised.listeners".into())
-        );
-        assert_eq!(
-            refused_key(&[
-                ("listeners", "INTERNAL://:9093"),
-                ("listener.security.protocol.map", "INTERNAL:PLAINTEXT"),
-            ]),
             None
+        );
+        assert_eq!(
+            refused_key(&[("ssl.engine.factory.class", "com.example.F")]),
+            Some("ssl.engine.factory.class".into())
         );
     }
 
     #[test]
     fn lookups_and_accepted() {
-        assert_eq!(
-            support_of("ssl.keystore.location"),
-            Some(Accepted(NO_SSL_SASL))
-        );
+        assert_eq!(support_of("ssl.keystore.location"), Some(Acted));
         assert_eq!(
             support_of("zookeeper.ssl.protocol").map(|s| matches!(s, Accepted(_))),
             Some(true)

@@ -87,9 +87,9 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     }
     // KIP-599: strict from v3, permissive before.
     let client_id = req.header.client_id.as_deref().unwrap_or("");
-    let mut quota = ctx
-        .quotas
-        .controller_mutation_quota(client_id, req.api_version >= 3);
+    let mut quota =
+        ctx.quotas
+            .controller_mutation_quota(&req.principal.name, client_id, req.api_version >= 3);
     let plans = plan(&request.topics);
     debug_assert_eq!(plans.len(), request.topics.len());
     let mut results = Vec::with_capacity(request.topics.len());

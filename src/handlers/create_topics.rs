@@ -51,9 +51,11 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         *occurrences.entry(t.name.0.as_str()).or_insert(0) += 1;
     }
     let client_id = req.header.client_id.as_deref().unwrap_or("");
-    let mut quota = ctx
-        .quotas
-        .controller_mutation_quota(client_id, req.api_version >= STRICT_QUOTA_VERSION);
+    let mut quota = ctx.quotas.controller_mutation_quota(
+        &req.principal.name,
+        client_id,
+        req.api_version >= STRICT_QUOTA_VERSION,
+    );
     let mut results = Vec::with_capacity(request.topics.len());
     for t in &request.topics {
         let name = t.name.0.as_str();

@@ -112,9 +112,9 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     }
     // KIP-599: strict from v5, permissive before.
     let client_id = req.header.client_id.as_deref().unwrap_or("");
-    let mut quota = ctx
-        .quotas
-        .controller_mutation_quota(client_id, req.api_version >= 5);
+    let mut quota =
+        ctx.quotas
+            .controller_mutation_quota(&req.principal.name, client_id, req.api_version >= 5);
     // A name listed twice is deleted once; every entry shows that outcome.
     let mut done: HashMap<String, (ErrorCode, Option<String>)> = HashMap::new();
     for e in &entries {

@@ -37,13 +37,17 @@ fn operations_bit_field(ops: &[u8]) -> i32 {
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DescribeClusterRequest = decode_body(req)?;
     let image = ctx.metadata.image();
-    respond(req, &describe(&request, req.api_version, &image))
+    respond(
+        req,
+        &describe(&request, req.api_version, &image, &req.listener_name),
+    )
 }
 
 fn describe(
     request: &DescribeClusterRequest,
     version: i16,
     image: &MetadataImage,
+    listener_name: &str,
 ) -> DescribeClusterResponse {
     let endpoint_error = match request.endpoint_type {
         ENDPOINT_BROKER => None,
@@ -71,11 +75,12 @@ fn describe(
     let brokers: Vec<DescribeClusterBroker> = image
         .brokers
         .iter()
-        .map(|b| {
+        .filter_map(|b| Some((b, b.endpoint(listener_name)?)))
+        .map(|(b, endpoint)| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(i32::from(b.port))
+                .with_host(StrBytes::from_string(endpoint.host.clone()))
+                .with_port(i32::from(endpoint.port))
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
         })
         .collect();
@@ -98,7 +103,7 @@ fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metadata::metadata_cache::BrokerInfo;
+    use crate::metadata::metadata_cache::{BrokerInfo, ListenerEndpoint};
 
     fn image() -> MetadataImage {
         MetadataImage {
@@ -109,6 +114,11 @@ mod tests {
                 host: "h".into(),
                 port: 9092,
                 rack: None,
+                endpoints: vec![ListenerEndpoint {
+                    listener_name: "PLAINTEXT".into(),
+                    host: "h".into(),
+                    port: 9092,
+                }],
             }],
             ..Default::default()
         }
@@ -121,7 +131,7 @@ mod tests {
 
     #[test]
     fn brokers_and_controller() {
-        let r = describe(&DescribeClusterRequest::default(), 1, &image());
+        let r = describe(&DescribeClusterRequest::default(), 1, &image(), "PLAINTEXT");
         assert_eq!(r.error_code, errors::NONE);
         assert_eq!(r.cluster_id.as_str(), "abc");
         assert_eq!(r.controller_id.0, 0);
@@ -132,6 +142,7 @@ mod tests {
             &DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
             0,
             &image(),
+            "PLAINTEXT",
         );
         assert_eq!(r.cluster_authorized_operations, 8096);
     }
@@ -141,7 +152,7 @@ mod tests {
         let mut img = image();
         img.controller_id = 5;
         assert_eq!(
-            describe(&DescribeClusterRequest::default(), 1, &img)
+            describe(&DescribeClusterRequest::default(), 1, &img, "PLAINTEXT")
                 .controller_id
                 .0,
             -1
@@ -154,25 +165,28 @@ mod tests {
             &DescribeClusterRequest::default().with_endpoint_type(2),
             1,
             &image(),
+            "PLAINTEXT",
         );
         assert_eq!(r.error_code, errors::MISMATCHED_ENDPOINT_TYPE);
         let r = describe(
             &DescribeClusterRequest::default().with_endpoint_type(9),
             1,
             &image(),
+            "PLAINTEXT",
         );
         assert_eq!(r.error_code, errors::UNSUPPORTED_ENDPOINT_TYPE);
         let r = describe(
             &DescribeClusterRequest::default().with_endpoint_type(9),
             0,
             &image(),
+            "PLAINTEXT",
         );
         assert_eq!(r.error_code, errors::INVALID_REQUEST);
     }
 
     #[test]
     fn responses_encode_at_every_version() {
-        let r = describe(&DescribeClusterRequest::default(), 0, &image());
+        let r = describe(&DescribeClusterRequest::default(), 0, &image(), "PLAINTEXT");
         for v in 0..=1 {
             crate::protocol::encode_response(
                 kafka_protocol::messages::ApiKey::DescribeCluster,

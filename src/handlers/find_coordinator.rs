@@ -34,7 +34,8 @@ struct Found {
     port: i32,
 }
 
-fn find(ctx: &KafkaApis, key_type: i8, key: &str, version: i16) -> Found {
+fn find(ctx: &KafkaApis, req: &Request, key_type: i8, key: &str) -> Found {
+    let version = req.api_version;
     let fail = |error: ErrorCode, message: &str| Found {
         error,
         message: Some(message.to_string()),
@@ -49,13 +50,15 @@ fn find(ctx: &KafkaApis, key_type: i8, key: &str, version: i16) -> Found {
         )
     };
     match key_type {
-        GROUP_KEY_TYPE => coordinator_for(ctx, OFFSETS_TOPIC, key).unwrap_or_else(not_available),
+        GROUP_KEY_TYPE => coordinator_for(ctx, &req.listener_name, OFFSETS_TOPIC, key)
+            .unwrap_or_else(not_available),
         TRANSACTION_KEY_TYPE if key.is_empty() => fail(
             errors::INVALID_REQUEST,
             "Transactional id must not be empty",
         ),
         TRANSACTION_KEY_TYPE => {
-            coordinator_for(ctx, TRANSACTION_STATE_TOPIC, key).unwrap_or_else(not_available)
+            coordinator_for(ctx, &req.listener_name, TRANSACTION_STATE_TOPIC, key)
+                .unwrap_or_else(not_available)
         }
         SHARE_KEY_TYPE if version >= SHARE_VERSION => not_available(),
         other => fail(
@@ -68,7 +71,12 @@ fn find(ctx: &KafkaApis, key_type: i8, key: &str, version: i16) -> Found {
 /// Kafka's getCoordinator: the live leader of the key's partition of the
 /// coordinator's topic in this broker's metadata; None while the topic is
 /// missing, the partition has no leader or the leader is not alive.
-fn coordinator_for(ctx: &KafkaApis, internal_topic: &str, key: &str) -> Option<Found> {
+fn coordinator_for(
+    ctx: &KafkaApis,
+    listener_name: &str,
+    internal_topic: &str,
+    key: &str,
+) -> Option<Found> {
     let image = ctx.metadata.image();
     let topic = image.topic(internal_topic)?;
     let partition = partition_for(key, topic.partitions.len().max(1) as i32);
@@ -79,12 +87,13 @@ fn coordinator_for(ctx: &KafkaApis, internal_topic: &str, key: &str) -> Option<F
         .map(|p| p.leader)
         .filter(|&l| l >= 0)?;
     let broker = image.brokers.iter().find(|b| b.id == leader)?;
+    let endpoint = broker.endpoint(listener_name)?;
     Some(Found {
         error: errors::NONE,
         message: Some("NONE".into()),
         node_id: broker.id,
-        host: broker.host.clone(),
-        port: broker.port as i32,
+        host: endpoint.host.clone(),
+        port: i32::from(endpoint.port),
     })
 }
 
@@ -119,7 +128,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut response = FindCoordinatorResponse::default();
     if req.api_version >= BATCHED_VERSION {
         for key in &request.coordinator_keys {
-            let mut f = find(ctx, request.key_type, key, req.api_version);
+            let mut f = find(ctx, req, request.key_type, key);
             // Kafka's batched answer leaves the message at its default, an
             // empty string, error or not; kshard's own INVALID_REQUEST texts
             // say what is missing.
@@ -137,7 +146,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             );
         }
     } else {
-        let f = find(ctx, request.key_type, &request.key, req.api_version);
+        let f = find(ctx, req, request.key_type, &request.key);
         response = response
             .with_error_code(f.error.code())
             .with_error_message(f.message.map(StrBytes::from_string))

@@ -107,7 +107,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             ));
         }
     }
-    let brokers = broker_entries(&image, req.api_version);
+    let brokers = broker_entries(&image, &req.listener_name, req.api_version);
     let body = MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(if req.api_version >= 2 {
@@ -125,6 +125,25 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         req,
         &with_authorized_operations(body, &request, req.api_version),
     )
+}
+
+/// Kafka's MetadataRequest.getErrorResponse: no brokers, no controller,
+/// `code` for every topic the request names.
+pub fn error_response(req: &Request, code: ErrorCode) -> HandlerResult {
+    let request: MetadataRequest = decode_body(req)?;
+    let topics = request
+        .topics
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            let name = t.name.as_ref().map(|n| n.0.as_str());
+            error_entry(name, t.topic_id, code, req.api_version)
+        })
+        .collect();
+    let body = MetadataResponse::default()
+        .with_controller_id(BrokerId(-1))
+        .with_topics(topics);
+    respond(req, &body)
 }
 
 /// A topic the request names (by name, or by id from v10 on).
@@ -156,15 +175,21 @@ fn requested_topic_entry(
     }
 }
 
-fn broker_entries(image: &MetadataImage, v: i16) -> Vec<MetadataResponseBroker> {
+/// The live brokers with an endpoint on the request's listener, at it.
+fn broker_entries(
+    image: &MetadataImage,
+    listener_name: &str,
+    v: i16,
+) -> Vec<MetadataResponseBroker> {
     image
         .brokers
         .iter()
-        .map(|b| {
+        .filter_map(|b| Some((b, b.endpoint(listener_name)?)))
+        .map(|(b, endpoint)| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(b.port as i32)
+                .with_host(StrBytes::from_string(endpoint.host.clone()))
+                .with_port(i32::from(endpoint.port))
                 .with_rack(if v >= 1 {
                     b.rack.clone().map(StrBytes::from_string)
                 } else {

@@ -8,6 +8,7 @@ pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -43,6 +44,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod txn_verification;
@@ -164,6 +167,8 @@ pub fn respond<M: Encodable + 'static>(req: &Request, body: &M) -> HandlerResult
 pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
     match req.api_key {
         ApiKey::ApiVersions => api_versions::handle(ctx, &req),
+        ApiKey::SaslHandshake => sasl_handshake::handle(&req),
+        ApiKey::SaslAuthenticate => sasl_authenticate::handle(&req),
         ApiKey::Metadata => metadata::handle(ctx, &req).await,
         ApiKey::Produce => produce::handle(ctx, &req).await,
         ApiKey::Fetch => fetch::handle(ctx, &req).await,
@@ -190,7 +195,8 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         | ApiKey::IncrementalAlterConfigs
         | ApiKey::DescribeClientQuotas
         | ApiKey::AlterClientQuotas
-        | ApiKey::DescribeUserScramCredentials => forward_to_controller(ctx, req).await,
+        | ApiKey::DescribeUserScramCredentials
+        | ApiKey::AlterUserScramCredentials => forward_to_controller(ctx, req).await,
         // The group coordinator lives on the controller shard.
         ApiKey::JoinGroup
         | ApiKey::SyncGroup
@@ -263,6 +269,7 @@ pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerRe
         ApiKey::DescribeUserScramCredentials => {
             describe_user_scram_credentials::handle(ctx, &req).await
         }
+        ApiKey::AlterUserScramCredentials => alter_user_scram_credentials::handle(ctx, &req).await,
         ApiKey::JoinGroup => join_group::handle(ctx, &req).await,
         ApiKey::SyncGroup => sync_group::handle(ctx, &req).await,
         ApiKey::Heartbeat => heartbeat::handle(ctx, &req),

@@ -121,6 +121,7 @@ fn record_produce_quota(ctx: &KafkaApis, req: &Request) -> u32 {
     let client_id = req.header.client_id.as_deref().unwrap_or("");
     ctx.quota_caches.record_produce(
         &ctx.quotas,
+        &req.principal.name,
         client_id,
         req.size_bytes,
         crate::util::monotonic_ms(),

@@ -11,7 +11,9 @@ use uuid::Uuid;
 
 use crate::config::topic::TopicConfig;
 use crate::config::BrokerConfig;
-use crate::metadata::metadata_cache::{BrokerInfo, MetadataImage, PartitionInfo, TopicInfo};
+use crate::metadata::metadata_cache::{
+    BrokerInfo, ListenerEndpoint, MetadataImage, PartitionInfo, TopicInfo,
+};
 use crate::metadata::topics::LEADER_DURING_DELETE;
 use crate::protocol::inter_broker::UpdateMetadataRequest;
 
@@ -107,11 +109,7 @@ pub fn apply_update_metadata(
     config: &BrokerConfig,
     configs: &HashMap<String, BTreeMap<String, String>>,
 ) -> MetadataImage {
-    let listener = config
-        .listeners
-        .first()
-        .map(|l| l.listener_name.clone())
-        .unwrap_or_else(|| "PLAINTEXT".into());
+    let listener = &config.inter_broker_listener_name;
     let mut brokers: Vec<BrokerInfo> = req
         .live_brokers
         .iter()
@@ -119,20 +117,37 @@ pub fn apply_update_metadata(
             let ep = b
                 .endpoints
                 .iter()
-                .find(|e| e.listener == listener)
+                .find(|e| e.listener == *listener)
                 .or_else(|| b.endpoints.first());
+            let endpoints: Vec<ListenerEndpoint> = b
+                .endpoints
+                .iter()
+                .filter_map(|e| {
+                    Some(ListenerEndpoint {
+                        listener_name: e.listener.clone(),
+                        host: e.host.clone(),
+                        port: u16::try_from(e.port).ok()?,
+                    })
+                })
+                .collect();
             match ep {
                 Some(e) => Some(BrokerInfo {
                     id: b.id,
                     host: e.host.clone(),
                     port: u16::try_from(e.port).ok()?,
                     rack: b.rack.clone(),
+                    endpoints,
                 }),
                 None => Some(BrokerInfo {
                     id: b.id,
                     host: b.v0_host.clone(),
                     port: u16::try_from(b.v0_port).ok()?,
                     rack: b.rack.clone(),
+                    endpoints: vec![ListenerEndpoint {
+                        listener_name: "PLAINTEXT".to_string(),
+                        host: b.v0_host.clone(),
+                        port: u16::try_from(b.v0_port).ok()?,
+                    }],
                 }),
             }
         })

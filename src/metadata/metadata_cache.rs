@@ -13,9 +13,30 @@ use crate::config::topic::TopicConfig;
 #[derive(Clone, Debug)]
 pub struct BrokerInfo {
     pub id: i32,
+    /// The endpoint brokers use to reach it (the inter-broker listener's).
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+    /// Every advertised listener; clients get the one they connected on.
+    pub endpoints: Vec<ListenerEndpoint>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerEndpoint {
+    pub listener_name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl BrokerInfo {
+    /// The broker's endpoint on `listener_name` (Kafka's
+    /// MetadataCache.getAliveBrokerNode(id, listenerName)); None when it
+    /// has no such listener.
+    pub fn endpoint(&self, listener_name: &str) -> Option<&ListenerEndpoint> {
+        self.endpoints
+            .iter()
+            .find(|e| e.listener_name == listener_name)
+    }
 }
 
 #[derive(Clone, Debug)]

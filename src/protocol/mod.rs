@@ -9,6 +9,7 @@ pub mod fetch_encoder;
 mod fuzz_tests;
 pub mod inter_broker;
 pub mod legacy;
+pub mod principal;
 pub mod probe;
 
 use std::sync::Arc;
@@ -64,6 +65,9 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::DescribeClientQuotas, 0, 1),
     api(ApiKey::AlterClientQuotas, 0, 1),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
+    api(ApiKey::SaslHandshake, 0, 1),
+    api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeCluster, 0, 1),
     api(ApiKey::FindCoordinator, 0, 6),
     api(ApiKey::JoinGroup, 0, 9),
@@ -108,6 +112,19 @@ pub struct Request {
     /// Header and body bytes (Kafka's `request.sizeInBytes`, what a
     /// producer's byte-rate quota counts).
     pub size_bytes: usize,
+    /// Who the connection authenticated as (ANONYMOUS on PLAINTEXT).
+    pub principal: Arc<principal::KafkaPrincipal>,
+    /// The listener the connection came in on: Metadata and
+    /// FindCoordinator answer with the brokers' endpoints on it.
+    pub listener_name: Arc<str>,
+}
+
+/// Who sent a connection's requests, shared by all of them.
+#[derive(Clone)]
+pub struct ClientIdentity {
+    pub client_host: Arc<str>,
+    pub principal: Arc<principal::KafkaPrincipal>,
+    pub listener_name: Arc<str>,
 }
 
 #[derive(Debug)]
@@ -126,7 +143,26 @@ pub enum FrameError {
 }
 
 /// Decodes the request header of one frame (size prefix already removed).
-pub fn parse_request(mut frame: Bytes, client_host: &Arc<str>) -> Result<Request, FrameError> {
+pub fn parse_request(frame: Bytes, client_host: &Arc<str>) -> Result<Request, FrameError> {
+    thread_local! {
+        static ANONYMOUS: Arc<principal::KafkaPrincipal> =
+            Arc::new(principal::KafkaPrincipal::anonymous());
+        static PLAINTEXT: Arc<str> = Arc::from("PLAINTEXT");
+    }
+    let identity = ClientIdentity {
+        client_host: client_host.clone(),
+        principal: ANONYMOUS.with(Arc::clone),
+        listener_name: PLAINTEXT.with(Arc::clone),
+    };
+    parse_request_from(frame, &identity)
+}
+
+/// `parse_request` for a connection of a listener whose client
+/// authenticated as `identity.principal`.
+pub fn parse_request_from(
+    mut frame: Bytes,
+    identity: &ClientIdentity,
+) -> Result<Request, FrameError> {
     if frame.len() < 8 {
         return Err(FrameError::Truncated);
     }
@@ -152,8 +188,10 @@ pub fn parse_request(mut frame: Bytes, client_host: &Arc<str>) -> Result<Request
         api_version,
         header,
         body: frame,
-        client_host: client_host.clone(),
+        client_host: identity.client_host.clone(),
         size_bytes,
+        principal: identity.principal.clone(),
+        listener_name: identity.listener_name.clone(),
     })
 }
 
@@ -282,6 +320,11 @@ pub fn decode_frame(frame: Bytes) -> Result<(), String> {
         ApiKey::DescribeUserScramCredentials => {
             decode_body::<m::DescribeUserScramCredentialsRequest>(&req).map(|_| ())
         }
+        ApiKey::AlterUserScramCredentials => {
+            decode_body::<m::AlterUserScramCredentialsRequest>(&req).map(|_| ())
+        }
+        ApiKey::SaslHandshake => decode_body::<m::SaslHandshakeRequest>(&req).map(|_| ()),
+        ApiKey::SaslAuthenticate => decode_body::<m::SaslAuthenticateRequest>(&req).map(|_| ()),
         ApiKey::FindCoordinator => decode_body::<m::FindCoordinatorRequest>(&req).map(|_| ()),
         ApiKey::JoinGroup => decode_body::<m::JoinGroupRequest>(&req).map(|_| ()),
         ApiKey::SyncGroup => decode_body::<m::SyncGroupRequest>(&req).map(|_| ()),

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::entity::parse_entity_path;
+use super::entity::{parse_entity_path, EntityName};
 use super::manager::{ClientQuotaManager, QuotaConfig, QuotaType, SensorCache};
 use super::replication::{
     ReplicationQuotaManager, ReplicationQuotaManagerConfig, ReplicationQuotaType,
@@ -15,6 +15,7 @@ use super::replication::{
 use crate::config::dynamic::BrokerConfigState;
 use crate::config::BrokerConfig;
 use crate::replica::ReplicationQuotas;
+use crate::security::credential_cache::CredentialCache;
 
 /// The principal of a connection without authentication (Kafka's
 /// KafkaPrincipal.ANONYMOUS name), which user quotas match.
@@ -30,6 +31,9 @@ pub struct QuotaManagers {
     pub follower: Arc<ReplicationQuotaManager>,
     /// Kafka's QuotaManagers.alterLogDirs: copying future replicas.
     pub alter_log_dirs: Arc<ReplicationQuotaManager>,
+    /// Users' SCRAM credentials, which the same user entity configs carry
+    /// (Kafka's UserConfigHandler updates quotas and credentials together).
+    pub credentials: Arc<CredentialCache>,
 }
 
 /// A positive integer broker key, or its default.
@@ -72,6 +76,7 @@ impl QuotaManagers {
                 ReplicationQuotaType::AlterLogDirsReplication,
                 replication,
             )),
+            credentials: Arc::new(CredentialCache::default()),
         }
     }
 
@@ -104,6 +109,9 @@ impl QuotaManagers {
         if entity.ip.is_some() {
             return false;
         }
+        if let (Some(EntityName::Named(user)), None) = (&entity.user, &entity.client_id) {
+            self.credentials.update_user(user, props);
+        }
         for manager in [
             &self.produce,
             &self.fetch,
@@ -132,12 +140,15 @@ impl QuotaManagers {
 /// over (a burst of one-off client ids must not grow a shard's memory).
 const CACHED_CLIENT_IDS_MAX: usize = 10_000;
 
-/// One shard's sensor caches by client id.
+/// Sensor caches by user (the principal's name), then client id.
+type SensorCaches = HashMap<String, HashMap<String, SensorCache>>;
+
+/// One shard's sensor caches.
 #[derive(Default)]
 pub struct ShardQuotaCaches {
-    produce: RefCell<HashMap<String, SensorCache>>,
-    fetch: RefCell<HashMap<String, SensorCache>>,
-    request: RefCell<HashMap<String, SensorCache>>,
+    produce: RefCell<SensorCaches>,
+    fetch: RefCell<SensorCaches>,
+    request: RefCell<SensorCaches>,
 }
 
 impl ShardQuotaCaches {
@@ -147,6 +158,7 @@ impl ShardQuotaCaches {
     pub fn record_request(
         &self,
         managers: &QuotaManagers,
+        user: &str,
         client_id: &str,
         handler_nanos: u64,
         now_ms: u64,
@@ -157,14 +169,9 @@ impl ShardQuotaCaches {
         }
         let percentage = handler_nanos as f64 * 100.0 / 1e9;
         let mut caches = self.request.borrow_mut();
-        let cache = cache_for(&mut caches, client_id);
-        let throttle_ms = manager.maybe_record_and_get_throttle_time_ms(
-            cache,
-            ANONYMOUS_USER,
-            client_id,
-            percentage,
-            now_ms,
-        );
+        let cache = cache_for(&mut caches, user, client_id);
+        let throttle_ms = manager
+            .maybe_record_and_get_throttle_time_ms(cache, user, client_id, percentage, now_ms);
         u32::try_from(throttle_ms).unwrap_or(u32::MAX)
     }
 
@@ -172,28 +179,37 @@ impl ShardQuotaCaches {
     pub fn record_produce(
         &self,
         managers: &QuotaManagers,
+        user: &str,
         client_id: &str,
         bytes: usize,
         now_ms: u64,
     ) -> u32 {
-        record(&self.produce, &managers.produce, client_id, bytes, now_ms)
+        record(
+            &self.produce,
+            &managers.produce,
+            user,
+            client_id,
+            bytes,
+            now_ms,
+        )
     }
 
     /// Records a fetch response's size; the throttle time in ms.
     pub fn record_fetch(
         &self,
         managers: &QuotaManagers,
+        user: &str,
         client_id: &str,
         bytes: usize,
         now_ms: u64,
     ) -> u32 {
-        let throttle_ms = record(&self.fetch, &managers.fetch, client_id, bytes, now_ms);
+        let throttle_ms = record(&self.fetch, &managers.fetch, user, client_id, bytes, now_ms);
         if throttle_ms > 0 {
             // A throttled fetch is answered empty, so its bytes are taken
             // back (Kafka's unrecordQuotaSensor).
             let mut caches = self.fetch.borrow_mut();
-            let cache = cache_for(&mut caches, client_id);
-            if let Some(sensor) = cache.sensor(&managers.fetch, ANONYMOUS_USER, client_id) {
+            let cache = cache_for(&mut caches, user, client_id);
+            if let Some(sensor) = cache.sensor(&managers.fetch, user, client_id) {
                 sensor.record_no_throttle(-(bytes as f64), now_ms);
             }
         }
@@ -203,34 +219,46 @@ impl ShardQuotaCaches {
     /// The most a fetch may return so one response does not exceed what
     /// the quota allows over its whole window (Kafka's
     /// getMaxValueInQuotaWindow); None without a consumer quota.
-    pub fn fetch_bytes_cap(&self, managers: &QuotaManagers, client_id: &str) -> Option<u64> {
+    pub fn fetch_bytes_cap(
+        &self,
+        managers: &QuotaManagers,
+        user: &str,
+        client_id: &str,
+    ) -> Option<u64> {
         if !managers.fetch.quotas_enabled() {
             return None;
         }
         let mut caches = self.fetch.borrow_mut();
-        let cache = cache_for(&mut caches, client_id);
-        let sensor = cache.sensor(&managers.fetch, ANONYMOUS_USER, client_id)?;
+        let cache = cache_for(&mut caches, user, client_id);
+        let sensor = cache.sensor(&managers.fetch, user, client_id)?;
         let cap = sensor.max_value_in_quota_window();
         (cap < u32::MAX as f64).then(|| cap.max(0.0) as u64)
     }
 }
 
-fn cache_for<'a>(
-    caches: &'a mut HashMap<String, SensorCache>,
-    client_id: &str,
-) -> &'a mut SensorCache {
-    if !caches.contains_key(client_id) {
+/// The cache of (user, client id), made on first use; a map that reached
+/// its bound is emptied first (looked up without allocating when cached).
+fn cache_for<'a>(caches: &'a mut SensorCaches, user: &str, client_id: &str) -> &'a mut SensorCache {
+    if !caches.contains_key(user) {
         if caches.len() >= CACHED_CLIENT_IDS_MAX {
             caches.clear();
         }
-        caches.insert(client_id.to_string(), SensorCache::new());
+        caches.insert(user.to_string(), HashMap::new());
     }
-    caches.get_mut(client_id).expect("just inserted")
+    let by_client = caches.get_mut(user).expect("just inserted");
+    if !by_client.contains_key(client_id) {
+        if by_client.len() >= CACHED_CLIENT_IDS_MAX {
+            by_client.clear();
+        }
+        by_client.insert(client_id.to_string(), SensorCache::new());
+    }
+    by_client.get_mut(client_id).expect("just inserted")
 }
 
 fn record(
-    caches: &RefCell<HashMap<String, SensorCache>>,
+    caches: &RefCell<SensorCaches>,
     manager: &ClientQuotaManager,
+    user: &str,
     client_id: &str,
     bytes: usize,
     now_ms: u64,
@@ -240,14 +268,9 @@ fn record(
         return 0;
     }
     let mut caches = caches.borrow_mut();
-    let cache = cache_for(&mut caches, client_id);
-    let throttle_ms = manager.maybe_record_and_get_throttle_time_ms(
-        cache,
-        ANONYMOUS_USER,
-        client_id,
-        bytes as f64,
-        now_ms,
-    );
+    let cache = cache_for(&mut caches, user, client_id);
+    let throttle_ms =
+        manager.maybe_record_and_get_throttle_time_ms(cache, user, client_id, bytes as f64, now_ms);
     u32::try_from(throttle_ms).unwrap_or(u32::MAX)
 }
 
@@ -264,13 +287,14 @@ pub struct ControllerMutationQuota {
 impl QuotaManagers {
     pub fn controller_mutation_quota(
         &self,
+        user: &str,
         client_id: &str,
         strict: bool,
     ) -> ControllerMutationQuota {
         let manager = &self.controller_mutation;
         let sensor = manager
             .quotas_enabled()
-            .then(|| manager.sensor(ANONYMOUS_USER, client_id))
+            .then(|| manager.sensor(user, client_id))
             .flatten();
         ControllerMutationQuota {
             sensor,

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncRead, AsyncWriteExt};
+use futures_rustls::TlsAcceptor;
 use glommio::net::TcpStream;
 use kafka_protocol::messages::ApiKey;
 use kshard_shards::log::FileSlice;
@@ -23,9 +24,13 @@ use crate::handlers;
 use crate::handlers::api_versions::unsupported_version_response;
 use crate::handlers::txn_verification::produce_needs_coordinator;
 use crate::handlers::KafkaApis;
-use crate::protocol::{parse_request, Chunk, FrameError, Request, Response};
+use crate::protocol::principal::KafkaPrincipal;
+use crate::protocol::{parse_request_from, Chunk, ClientIdentity, FrameError, Request, Response};
+use crate::server::authenticator::{Exchange, SaslSession};
+use crate::server::listener::ListenerSecurity;
 use crate::server::request_memory::{Charge, RequestMemoryPool};
-use crate::server::sendfile::{send_cached_bytes, send_file_slice, send_with_read_ahead};
+use crate::server::sendfile::{send_cached_bytes, send_with_read_ahead};
+use crate::server::transport::Transport;
 
 /// Bytes one read asks the socket for. Reads land in the shard's buffer
 /// (`SHARD_READ_BUF`) and only the bytes received are copied to the
@@ -41,14 +46,86 @@ thread_local! {
         RefCell::new(vec![0u8; READ_CHUNK_BYTES].into_boxed_slice());
 }
 
-pub async fn serve(ctx: Rc<KafkaApis>, pool: Rc<RequestMemoryPool>, mut stream: TcpStream) {
+pub async fn serve(
+    ctx: Rc<KafkaApis>,
+    pool: Rc<RequestMemoryPool>,
+    stream: TcpStream,
+    listener: Arc<ListenerSecurity>,
+) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    if let Err(e) = serve_inner(&ctx, &pool, &mut stream).await {
+    let client_host: Arc<str> = match stream.peer_addr() {
+        Ok(a) => Arc::from(format!("/{}", a.ip())),
+        Err(_) => Arc::from(""),
+    };
+    // connections.max.idle.ms: a connection that sends nothing for that long
+    // is closed, as Kafka's processor does (a read is only pending while the
+    // connection waits for its next request or a TLS handshake message).
+    if ctx.config.connections_max_idle_ms > 0 {
+        let idle = Duration::from_millis(ctx.config.connections_max_idle_ms as u64);
+        if let Err(e) = stream.set_read_timeout(Some(idle)) {
+            log::debug!("connection {peer}: {e}");
+            return;
+        }
+    }
+    let (mut transport, principal) = match establish(stream, &listener).await {
+        Ok(established) => established,
+        Err(e) => {
+            log::info!("Failed authentication with {peer} ({e})");
+            return;
+        }
+    };
+    let connection = Connection {
+        listener: &listener,
+        identity: ClientIdentity {
+            client_host,
+            principal: Arc::new(principal),
+            listener_name: Arc::from(listener.endpoint.listener_name.as_str()),
+        },
+    };
+    if let Err(e) = serve_inner(&ctx, &pool, &mut transport, connection).await {
         log::debug!("connection {peer} closed: {e}");
     }
+}
+
+/// The TLS handshake on SSL and SASL_SSL listeners, with the principal the
+/// certificate gives (ANONYMOUS on plaintext and without a client
+/// certificate). A failed handshake closes the connection after
+/// `connection.failed.authentication.delay.ms`, as Kafka delays it.
+async fn establish(
+    stream: TcpStream,
+    listener: &ListenerSecurity,
+) -> Result<(Transport, KafkaPrincipal), String> {
+    let Some(tls) = listener.tls.as_ref().map(|t| t.current()) else {
+        return Ok((Transport::Plain(stream), KafkaPrincipal::anonymous()));
+    };
+    let accepted = TlsAcceptor::from(tls.server_config())
+        .accept(stream)
+        .await
+        .map_err(|e| format!("SSL handshake failed: {e}"))
+        .and_then(|stream| {
+            // A subject no mapping rule matches fails the connection, as
+            // in Kafka (never ANONYMOUS, which ACLs may allow more).
+            let principal = tls
+                .principal_of(stream.get_ref().1.peer_certificates())
+                .map_err(|e| format!("{}: {}", e.key, e.message))?;
+            Ok((Transport::Tls(Box::new(stream)), principal))
+        });
+    if accepted.is_err() {
+        let delay_ms = listener.failed_authentication_delay_ms;
+        if delay_ms > 0 {
+            glommio::timer::sleep(Duration::from_millis(delay_ms)).await;
+        }
+    }
+    accepted
+}
+
+/// Who is on the other end of a connection.
+struct Connection<'a> {
+    listener: &'a ListenerSecurity,
+    identity: ClientIdentity,
 }
 
 /// What one read may take, and the largest frame a size prefix may declare.
@@ -69,7 +146,7 @@ struct ReadLimits {
 async fn read_some(
     pool: &RequestMemoryPool,
     idle_ms: i64,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     buf: &mut BytesMut,
     charge: &mut Charge,
     limits: ReadLimits,
@@ -189,7 +266,7 @@ fn reserve_frame(buf: &mut BytesMut, incoming: &[u8], max_request_bytes: usize) 
 
 async fn write_response(
     ctx: &KafkaApis,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     resp: Response,
     scratch: &mut Vec<u8>,
 ) -> Result<(), String> {
@@ -198,9 +275,10 @@ async fn write_response(
         .iter()
         .any(|c| matches!(c, Chunk::File(f) if f.direct && f.cached.is_none()))
     {
-        return send_with_read_ahead(stream, resp.chunks, &ctx.replica_manager.read_cache)
+        send_with_read_ahead(stream, resp.chunks, &ctx.replica_manager.read_cache)
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.to_string())?;
+        return stream.finish_response().await.map_err(|e| e.to_string());
     }
     for chunk in resp.chunks {
         match chunk {
@@ -210,12 +288,13 @@ async fn write_response(
             }) => send_cached_bytes(stream, &b)
                 .await
                 .map_err(|e| e.to_string())?,
-            Chunk::File(f) => send_file_slice(stream, &f, scratch)
+            Chunk::File(f) => stream
+                .send_file(&f, scratch)
                 .await
                 .map_err(|e| e.to_string())?,
         }
     }
-    Ok(())
+    stream.finish_response().await.map_err(|e| e.to_string())
 }
 
 /// A handler's future, timed while it is polled: the time the request
@@ -242,14 +321,11 @@ impl<F: Future> Future for Timed<F> {
 /// connection is muted for the throttle time, as Kafka's request quota
 /// throttles every API but the cluster's own.
 async fn dispatch_timed(ctx: &Rc<KafkaApis>, req: Request) -> handlers::HandlerResult {
-    let client_id: Option<String> = ctx
-        .quotas
-        .request
-        .quotas_enabled()
-        .then(|| req.header.client_id.as_deref().unwrap_or("").to_string());
-    let Some(client_id) = client_id else {
+    if !ctx.quotas.request.quotas_enabled() {
         return handlers::dispatch(ctx, req).await;
-    };
+    }
+    let client_id = req.header.client_id.as_deref().unwrap_or("").to_string();
+    let principal = req.principal.clone();
     let timed = Timed {
         inner: Box::pin(handlers::dispatch(ctx, req)),
         busy_nanos: 0,
@@ -257,6 +333,7 @@ async fn dispatch_timed(ctx: &Rc<KafkaApis>, req: Request) -> handlers::HandlerR
     let (mut result, busy_nanos) = timed.await;
     let throttle_ms = ctx.quota_caches.record_request(
         &ctx.quotas,
+        &principal.name,
         &client_id,
         busy_nanos,
         crate::util::monotonic_ms(),
@@ -325,7 +402,7 @@ impl Mute {
 
 async fn write_result(
     ctx: &KafkaApis,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     result: handlers::HandlerResult,
     scratch: &mut Vec<u8>,
     mute: &Mute,
@@ -348,7 +425,7 @@ async fn write_result(
 /// Writes the answers of all pipelined requests, oldest first.
 async fn drain_in_flight(
     ctx: &KafkaApis,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     in_flight: &mut VecDeque<InFlight>,
     scratch: &mut Vec<u8>,
     mute: &Mute,
@@ -385,7 +462,7 @@ impl Reader<'_> {
     async fn next_frame(
         &mut self,
         ctx: &KafkaApis,
-        stream: &mut TcpStream,
+        stream: &mut Transport,
         in_flight: &mut VecDeque<InFlight>,
         scratch: &mut Vec<u8>,
     ) -> Result<(Bytes, Charge), String> {
@@ -457,10 +534,62 @@ impl Reader<'_> {
     }
 }
 
+/// The frames and answers of one connection, for the SASL exchange
+/// (which reads and answers requests before the connection serves any).
+pub struct FrameIo<'a, 'r> {
+    ctx: &'a Rc<KafkaApis>,
+    reader: &'a mut Reader<'r>,
+    pub stream: &'a mut Transport,
+    scratch: &'a mut Vec<u8>,
+    in_flight: &'a mut VecDeque<InFlight>,
+}
+
+impl FrameIo<'_, '_> {
+    pub async fn next_frame(&mut self) -> Result<Bytes, String> {
+        let (frame, _charge) = self
+            .reader
+            .next_frame(self.ctx, self.stream, self.in_flight, self.scratch)
+            .await?;
+        Ok(frame)
+    }
+
+    pub async fn write(&mut self, result: handlers::HandlerResult) -> Result<(), String> {
+        let mute = self.reader.mute;
+        write_result(self.ctx, self.stream, result, self.scratch, mute).await
+    }
+}
+
+/// A SASL exchange on a SASL listener: the first (`previous` None), or a
+/// re-authentication started by `first_frame`.
+async fn sasl_exchange(
+    io: &mut FrameIo<'_, '_>,
+    listener: &ListenerSecurity,
+    identity: &ClientIdentity,
+    previous: Option<&SaslSession>,
+    first_frame: Option<Bytes>,
+) -> Result<SaslSession, String> {
+    let sasl = listener.sasl.as_ref().expect("a SASL listener");
+    let ctx = io.ctx;
+    let exchange = Exchange {
+        ctx,
+        listener,
+        sasl,
+        identity,
+        previous,
+    };
+    exchange.run(io, first_frame).await
+}
+
+/// The API key of a frame (its first two bytes).
+fn api_key_of(frame: &Bytes) -> Option<i16> {
+    (frame.len() >= 2).then(|| i16::from_be_bytes([frame[0], frame[1]]))
+}
+
 async fn serve_inner(
     ctx: &Rc<KafkaApis>,
     pool: &Rc<RequestMemoryPool>,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
+    connection: Connection<'_>,
 ) -> Result<(), String> {
     let mute = Mute::default();
     let mut reader = Reader {
@@ -473,19 +602,27 @@ async fn serve_inner(
     };
     let mut scratch = Vec::new();
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
-    // connections.max.idle.ms: a connection that sends nothing for that long
-    // is closed, as Kafka's processor does (a read is only pending while the
-    // connection waits for its next request).
-    if ctx.config.connections_max_idle_ms > 0 {
-        let idle = std::time::Duration::from_millis(ctx.config.connections_max_idle_ms as u64);
-        stream
-            .set_read_timeout(Some(idle))
-            .map_err(|e| e.to_string())?;
+    let Connection {
+        listener,
+        mut identity,
+    } = connection;
+    let mut session: Option<SaslSession> = None;
+    if let Some(sasl) = &listener.sasl {
+        // Until it has authenticated a client may send no more than Kafka
+        // lets it (sasl.server.max.receive.size).
+        reader.max_request_bytes = sasl.max_receive_bytes.min(reader.max_request_bytes);
+        let mut io = FrameIo {
+            ctx,
+            reader: &mut reader,
+            stream,
+            scratch: &mut scratch,
+            in_flight: &mut in_flight,
+        };
+        let authenticated = sasl_exchange(&mut io, listener, &identity, None, None).await?;
+        identity.principal = authenticated.principal.clone();
+        session = Some(authenticated);
+        reader.max_request_bytes = ctx.config.socket_request_max_bytes.max(0) as usize;
     }
-    let client_host: Arc<str> = match stream.peer_addr() {
-        Ok(a) => Arc::from(format!("/{}", a.ip())),
-        Err(_) => Arc::from(""),
-    };
     loop {
         if ctx.is_shutting_down() {
             return Ok(());
@@ -493,17 +630,46 @@ async fn serve_inner(
         let (frame, frame_charge) = reader
             .next_frame(ctx, stream, &mut in_flight, &mut scratch)
             .await?;
-        if ctx.cluster.is_some() && frame.len() >= 2 {
-            let api_key = i16::from_be_bytes([frame[0], frame[1]]);
-            if handlers::inter_broker::versions(api_key).is_some() {
+        if let Some(current) = &session {
+            // KIP-368: a SaslHandshake on an authenticated connection starts
+            // a re-authentication; past the session's end nothing else is
+            // served.
+            if current.renewable() && api_key_of(&frame) == Some(ApiKey::SaslHandshake as i16) {
                 drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
-                let resp = handlers::inter_broker::serve(ctx, frame).await?;
                 drop(frame_charge);
-                stream.write_all(&resp).await.map_err(|e| e.to_string())?;
+                let mut io = FrameIo {
+                    ctx,
+                    reader: &mut reader,
+                    stream,
+                    scratch: &mut scratch,
+                    in_flight: &mut in_flight,
+                };
+                let identity = &identity;
+                let renewed =
+                    sasl_exchange(&mut io, listener, identity, Some(current), Some(frame));
+                session = Some(renewed.await?);
                 continue;
             }
+            if current.expired(Instant::now()) {
+                return Err(format!(
+                    "authentication session of {} expired (connections.max.reauth.ms)",
+                    current.principal
+                ));
+            }
         }
-        match parse_request(frame, &client_host) {
+        if ctx.cluster.is_some() {
+            if let Some(api_key) = api_key_of(&frame) {
+                if handlers::inter_broker::versions(api_key).is_some() {
+                    drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
+                    let resp = handlers::inter_broker::serve(ctx, frame).await?;
+                    drop(frame_charge);
+                    stream.write_all(&resp).await.map_err(|e| e.to_string())?;
+                    stream.finish_response().await.map_err(|e| e.to_string())?;
+                    continue;
+                }
+            }
+        }
+        match parse_request_from(frame, &identity) {
             // Once produce quotas exist, a request waits for the answer
             // before it (and its throttle) as in Kafka, which takes one
             // request per connection at a time.
@@ -543,6 +709,7 @@ async fn serve_inner(
                 drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
                 let b = unsupported_version_response(correlation_id);
                 stream.write_all(&b).await.map_err(|e| e.to_string())?;
+                stream.finish_response().await.map_err(|e| e.to_string())?;
             }
             Err(e) => return Err(format!("bad request: {e:?}")),
         }

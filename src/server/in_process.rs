@@ -308,11 +308,20 @@ async fn start_shard(
             config.socket_request_max_bytes.max(0) as usize,
         ),
     );
+    // The in-process broker serves its first listener, plaintext.
+    let security = super::listener::build_listeners(&config)?
+        .into_iter()
+        .next()
+        .ok_or("no listener")?;
     glommio::spawn_local(async move {
         while let Ok(stream) = listener.accept().await {
             let _ = stream.set_nodelay(true);
-            let serve =
-                super::connection::serve(accept_ctx.clone(), request_memory.clone(), stream);
+            let serve = super::connection::serve(
+                accept_ctx.clone(),
+                request_memory.clone(),
+                stream,
+                security.clone(),
+            );
             glommio::spawn_local(serve).detach();
         }
     })

@@ -3,12 +3,15 @@
 //! one shard per core, and on SIGTERM closes every log and writes the
 //! checkpoints so the next start needs no recovery.
 
+mod authenticator;
 pub mod connection;
 pub mod in_process;
+pub mod listener;
 mod log_dirs;
 pub mod request_memory;
 pub mod sendfile;
 pub mod shard;
+pub mod transport;
 
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -39,6 +42,7 @@ use crate::replica::partitions::{log_dir_op_done, PreparedLogs};
 use crate::replica::{CheckpointEntry, LogDirs};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::util::now_ms;
+use listener::ListenerSecurity;
 use log_dirs::{prepare_log_dirs, split_by_owner, write_checkpoints};
 use request_memory::RequestMemoryPool;
 
@@ -123,6 +127,8 @@ struct StartupMetadata {
 /// What every shard's start and stop share; built once by `run`.
 struct Broker {
     config: Arc<BrokerConfig>,
+    /// Each of `config.listeners`' TLS and SASL settings, in order.
+    listener_security: Vec<Arc<ListenerSecurity>>,
     dynamic_config: Arc<DynamicBrokerConfig>,
     quotas: Arc<QuotaManagers>,
     cleaner_slots: Arc<crate::replica::cleaner_slots::CleanerSlots>,
@@ -149,10 +155,16 @@ struct Broker {
 /// Runs the broker until SIGTERM/SIGINT.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
     let config = Arc::new(claim_listener_ports(config)?);
+    let listener_security = listener::build_listeners(&config)?;
     let (log_dirs, startup_checkpoints) = prepare_log_dirs(&config)?;
     let paths: Vec<PathBuf> = log_dirs.paths().map(|p| p.to_path_buf()).collect();
     let metadata = open_metadata(config, &paths)?;
-    let broker = Arc::new(Broker::new(metadata, log_dirs, startup_checkpoints)?);
+    let broker = Arc::new(Broker::new(
+        metadata,
+        log_dirs,
+        startup_checkpoints,
+        listener_security,
+    )?);
     log::info!(
         "starting kshard broker {} with {} shards, data in {}",
         broker.config.effective_broker_id(),
@@ -258,6 +270,7 @@ impl Broker {
         metadata: StartupMetadata,
         log_dirs: Arc<LogDirs>,
         checkpoints: StartupCheckpoints,
+        listener_security: Vec<Arc<ListenerSecurity>>,
     ) -> Result<Broker, String> {
         let shutdown = register_shutdown_signals()?;
         let nr_shards = metadata.config.num_shards.max(1);
@@ -265,6 +278,7 @@ impl Broker {
             .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
         Ok(Broker {
             config: metadata.config,
+            listener_security,
             cleaner_slots: Arc::new(crate::replica::cleaner_slots::CleanerSlots::new(
                 metadata.dynamic_config.clone(),
             )),
@@ -296,6 +310,9 @@ impl Broker {
 async fn run_shard(broker: Arc<Broker>, shard_id: usize) {
     let ctx = start_shard(&broker, shard_id).await;
     let accept_tasks = start_listeners(&broker, &ctx);
+    if shard_id == CONTROLLER_SHARD {
+        glommio::spawn_local(reload_certificates(broker.clone(), ctx.clone())).detach();
+    }
     wait_for_shutdown(&broker, shard_id).await;
     stop_shard(&broker, &ctx, accept_tasks).await;
 }
@@ -401,17 +418,20 @@ fn open_partitions(broker: &Broker, ctx: &KafkaApis) {
 /// `claim_listener_ports`) and serves the connections it accepts.
 fn start_listeners(broker: &Broker, ctx: &Rc<KafkaApis>) -> Vec<Task<()>> {
     let config = &broker.config;
-    let listeners: Vec<TcpListener> = config
-        .listeners
+    let listeners: Vec<(TcpListener, Arc<ListenerSecurity>)> = broker
+        .listener_security
         .iter()
-        .filter_map(|l| match TcpListener::bind((l.host.as_str(), l.port)) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                broker.fail_startup(format!(
-                    "listeners={}: cannot bind: {e}",
-                    l.connection_string()
-                ));
-                None
+        .filter_map(|security| {
+            let l = &security.endpoint;
+            match TcpListener::bind((l.host.as_str(), l.port)) {
+                Ok(s) => Some((s, security.clone())),
+                Err(e) => {
+                    broker.fail_startup(format!(
+                        "listeners={}: cannot bind: {e}",
+                        l.connection_string()
+                    ));
+                    None
+                }
             }
         })
         .collect();
@@ -423,7 +443,14 @@ fn start_listeners(broker: &Broker, ctx: &Rc<KafkaApis>) -> Vec<Task<()>> {
     );
     let accept_tasks = listeners
         .into_iter()
-        .map(|l| glommio::spawn_local(accept_loop(l, ctx.clone(), request_memory.clone())))
+        .map(|(l, security)| {
+            glommio::spawn_local(accept_loop(
+                l,
+                security,
+                ctx.clone(),
+                request_memory.clone(),
+            ))
+        })
         .collect();
     if ctx.shard_id == CONTROLLER_SHARD {
         log::info!(
@@ -443,8 +470,54 @@ fn start_listeners(broker: &Broker, ctx: &Rc<KafkaApis>) -> Vec<Task<()>> {
     accept_tasks
 }
 
+/// How often the dynamic config is checked for TLS store changes.
+const CERTIFICATE_CHECK_EVERY_MS: u64 = 1_000;
+
+/// Certificate reload as Kafka's DynamicBrokerConfig does it: when a
+/// listener's ssl keys are altered (`kafka-configs --alter --add-config
+/// listener.name.<l>.ssl.keystore.location=...`, even to the same path),
+/// the listener rebuilds its stores if the settings or the files changed,
+/// and new connections get the new certificates. A store that fails to
+/// load is logged and the old one kept.
+async fn reload_certificates(broker: Arc<Broker>, ctx: Rc<KafkaApis>) {
+    let mut seen = ctx.dynamic_config.state();
+    while !ctx.is_shutting_down() {
+        glommio::timer::sleep(Duration::from_millis(CERTIFICATE_CHECK_EVERY_MS)).await;
+        let state = ctx.dynamic_config.state();
+        if Arc::ptr_eq(&state, &seen) {
+            continue;
+        }
+        seen = state.clone();
+        for security in &broker.listener_security {
+            let Some(tls) = &security.tls else {
+                continue;
+            };
+            let name = &security.endpoint.listener_name;
+            let prefix = format!("listener.name.{}.ssl.", name.to_ascii_lowercase());
+            let altered = |layer: &std::collections::BTreeMap<String, String>| {
+                layer.keys().any(|k| k.starts_with(&prefix))
+            };
+            if !altered(&state.dynamic_broker) && !altered(&state.dynamic_default) {
+                continue;
+            }
+            let reconfigured = listener::ssl_settings(&state.effective, name)
+                .and_then(|settings| tls.reconfigure(settings));
+            match reconfigured {
+                Ok(true) => log::info!("listener {name}: reloaded its key and trust stores"),
+                Ok(false) => {}
+                Err(e) => log::error!(
+                    "listener {name}: keeping the old certificates, the new {} fails: {}",
+                    e.key,
+                    e.message
+                ),
+            }
+        }
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
+    security: Arc<ListenerSecurity>,
     ctx: Rc<KafkaApis>,
     request_memory: Rc<RequestMemoryPool>,
 ) {
@@ -456,6 +529,7 @@ async fn accept_loop(
                     ctx.clone(),
                     request_memory.clone(),
                     stream,
+                    security.clone(),
                 ))
                 .detach();
             }

@@ -21,6 +21,7 @@ use glommio::io::ReadResult;
 use kshard_shards::log::read_cache::{chunk_starts, ReadCache};
 
 use crate::protocol::Chunk;
+use crate::server::transport::Transport;
 use kshard_shards::log::FileSlice;
 
 /// Bytes sent by sendfile(2) and bytes copied through user space, process-wide.
@@ -32,7 +33,7 @@ pub static READ_CACHE_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static TAIL_CACHE_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 
 /// Sends a slice whose bytes are already in memory (a tail-cache read).
-pub async fn send_cached_bytes(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
+pub async fn send_cached_bytes(stream: &mut Transport, bytes: &[u8]) -> io::Result<()> {
     stream.write_all(bytes).await?;
     TAIL_CACHE_BYTES_SENT.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     Ok(())
@@ -114,7 +115,7 @@ const READ_AHEAD_BLOCKS: usize = 32;
 /// shard's read cache, with up to `READ_AHEAD_BLOCKS` DMA reads in flight
 /// ahead of the socket across all the response's slices.
 pub async fn send_with_read_ahead(
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     chunks: Vec<Chunk>,
     cache: &Rc<ReadCache>,
 ) -> io::Result<()> {
@@ -143,7 +144,7 @@ pub async fn send_with_read_ahead(
             Chunk::File(FileSlice {
                 cached: Some(b), ..
             }) => send_cached_bytes(stream, b).await?,
-            Chunk::File(f) if !f.direct => send_file_slice(stream, f, &mut scratch).await?,
+            Chunk::File(f) if !f.direct => stream.send_file(f, &mut scratch).await?,
             Chunk::File(f) => {
                 for _ in chunk_starts(f) {
                     let task = reading

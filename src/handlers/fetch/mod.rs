@@ -261,7 +261,10 @@ fn fetch_limits(
         // A consumer with a byte-rate quota gets at most what the quota
         // allows over its window in one response (getMaxValueInQuotaWindow).
         let client_id = req.header.client_id.as_deref().unwrap_or("");
-        if let Some(cap) = ctx.quota_caches.fetch_bytes_cap(&ctx.quotas, client_id) {
+        if let Some(cap) =
+            ctx.quota_caches
+                .fetch_bytes_cap(&ctx.quotas, &req.principal.name, client_id)
+        {
             max_bytes = max_bytes.min(i32::try_from(cap).unwrap_or(i32::MAX));
         }
     }
@@ -448,9 +451,13 @@ fn throttled_fetch(
         .map(|r| r.read_size as usize + PARTITION_RESPONSE_OVERHEAD_BYTES)
         .sum();
     let client_id = req.header.client_id.as_deref().unwrap_or("");
-    let throttle_ms =
-        ctx.quota_caches
-            .record_fetch(&ctx.quotas, client_id, bytes, crate::util::monotonic_ms());
+    let throttle_ms = ctx.quota_caches.record_fetch(
+        &ctx.quotas,
+        &req.principal.name,
+        client_id,
+        bytes,
+        crate::util::monotonic_ms(),
+    );
     if throttle_ms == 0 {
         return None;
     }

@@ -1,0 +1,65 @@
+//! The SASL servers (`security::sasl`, Kafka's PlainSaslServer and
+//! ScramSaslServer) on arbitrary token sequences, plus the JAAS and SCRAM
+//! credential parsers on the raw input. An input is
+//! `[mechanism: u8]` then tokens `[length: u16 BE][bytes]`; mechanism
+//! modulo 3 picks PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. One user exists:
+//! alice / alice-secret.
+#![no_main]
+use std::sync::OnceLock;
+
+use kshard::security::sasl::{
+    parse_jaas_config, parse_jaas_file, CredentialSource, SaslServer, SaslStep, ScramCredential,
+    ScramMechanism, PLAIN,
+};
+use libfuzzer_sys::fuzz_target;
+
+/// Tokens per input: SCRAM needs two, more probe the finished states.
+const TOKENS_MAX: usize = 4;
+const USER: &str = "alice";
+const PASSWORD: &str = "alice-secret";
+
+struct Alice;
+
+impl CredentialSource for Alice {
+    fn plain_password(&self, user: &str) -> Option<String> {
+        (user == USER).then(|| PASSWORD.to_string())
+    }
+    fn scram_credential(&self, user: &str, m: ScramMechanism) -> Option<ScramCredential> {
+        // Derived once: 4096 PBKDF2 rounds per input would starve the fuzzer.
+        static CREDENTIALS: OnceLock<[ScramCredential; 2]> = OnceLock::new();
+        let all = CREDENTIALS.get_or_init(|| {
+            ScramMechanism::ALL.map(|m| ScramCredential::from_password(m, PASSWORD, b"salt", 4096))
+        });
+        (user == USER).then(|| all[usize::from(m == ScramMechanism::Sha512)].clone())
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let _ = parse_jaas_config(&text);
+    let _ = parse_jaas_file(&text);
+    let _ = ScramCredential::parse(&text);
+
+    let Some((&selector, mut rest)) = data.split_first() else {
+        return;
+    };
+    let mechanism = match selector % 3 {
+        0 => PLAIN,
+        1 => ScramMechanism::Sha256.name(),
+        _ => ScramMechanism::Sha512.name(),
+    };
+    let Some(mut server) = SaslServer::new(mechanism) else {
+        panic!("{mechanism} is built in");
+    };
+    for _ in 0..TOKENS_MAX {
+        let Some((length, tail)) = rest.split_first_chunk::<2>() else {
+            return;
+        };
+        let length = usize::from(u16::from_be_bytes(*length)).min(tail.len());
+        let (token, tail) = tail.split_at(length);
+        rest = tail;
+        if let Ok(SaslStep::Complete { authorization_id, .. }) = server.evaluate(token, &Alice) {
+            assert_eq!(authorization_id, USER);
+        }
+    }
+});

@@ -1,0 +1,100 @@
+//! A connection's byte stream, as Kafka's TransportLayer: plaintext TCP, or
+//! TLS over it (Kafka's SslTransportLayer). Fetch data goes out by
+//! sendfile(2) on plaintext; under TLS every byte is encrypted in user
+//! space, so segment bytes are read and copied through the TLS writer.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use futures_rustls::server::TlsStream;
+use glommio::net::TcpStream;
+use kshard_shards::log::FileSlice;
+
+use crate::server::sendfile::{send_file_slice, COPIED_BYTES};
+
+/// Bytes of segment data one TLS copy step reads and encrypts (a TLS
+/// record holds at most 16 KiB, rustls splits the rest).
+const TLS_COPY_CHUNK_BYTES: usize = 256 * 1024;
+
+pub enum Transport {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Transport {
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Transport::Tls(_))
+    }
+
+    /// Sends a slice of a segment file: sendfile(2) in plaintext, a copy
+    /// through the TLS writer otherwise.
+    pub async fn send_file(&mut self, slice: &FileSlice, scratch: &mut Vec<u8>) -> io::Result<()> {
+        let tls = match self {
+            Transport::Plain(stream) => return send_file_slice(stream, slice, scratch).await,
+            Transport::Tls(tls) => tls,
+        };
+        let end = slice.position + u64::from(slice.len);
+        let mut offset = slice.position;
+        while offset < end {
+            let len = ((end - offset) as usize).min(TLS_COPY_CHUNK_BYTES);
+            scratch.resize(len, 0);
+            slice.file.read_exact_at(&mut scratch[..len], offset)?;
+            tls.write_all(&scratch[..len]).await?;
+            offset += len as u64;
+            COPIED_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// After a whole response: TLS may hold an encrypted record back.
+    pub async fn finish_response(&mut self) -> io::Result<()> {
+        match self {
+            Transport::Plain(_) => Ok(()),
+            Transport::Tls(tls) => tls.flush().await,
+        }
+    }
+}
+
+impl AsyncRead for Transport {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Transport::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Transport {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Transport::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Plain(s) => Pin::new(s).poll_flush(cx),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Plain(s) => Pin::new(s).poll_close(cx),
+            Transport::Tls(s) => Pin::new(s.as_mut()).poll_close(cx),
+        }
+    }
+}
