@@ -14,6 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["admin"],
     &["router"],
     &["quota"],
+    &["security"],
     &["replica"],
     &["cluster"],
     &["controller"],

@@ -561,11 +561,16 @@ class Cluster:
         self.all_brokers.append(b)
         return b
 
-    def start(self, n, overrides=None, first_id=1):
+    def start(self, n, overrides=None, first_id=1, per_broker=None):
         """Starts brokers first_id..first_id+n-1 together and waits until
         every one is registered and every one's Metadata lists all of them
-        with one controller."""
+        with one controller. per_broker, if given, is called with each new
+        Broker (its id and PLAINTEXT port already chosen) and returns more
+        overrides for that broker alone (e.g. listeners with extra ports)."""
         made = [self.new_broker(first_id + i, overrides) for i in range(n)]
+        if per_broker is not None:
+            for b in made:
+                b.props.update({k: str(v) for k, v in per_broker(b).items()})
         for b in made:
             b.spawn()
         for b in made:

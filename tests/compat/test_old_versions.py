@@ -48,6 +48,7 @@ KAFKA_3_9_1_ZK = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 5),  # ListGroups
+    17: (0, 1),  # SaslHandshake
     18: (0, 4),  # ApiVersions
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
@@ -58,6 +59,7 @@ KAFKA_3_9_1_ZK = {
     33: (0, 2),  # AlterConfigs
     34: (0, 2),  # AlterReplicaLogDirs
     35: (0, 4),  # DescribeLogDirs
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders
@@ -66,6 +68,7 @@ KAFKA_3_9_1_ZK = {
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     60: (0, 1),  # DescribeCluster
 }
 

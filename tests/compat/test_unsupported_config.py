@@ -113,15 +113,14 @@ def test_authorizer_class_name(broker_factory):
 
 
 REFUSED = [
-    ({"listeners": "SSL://127.0.0.1:{port}"}, "listeners"),
     (
         {
             "listeners": "PLAINTEXT://127.0.0.1:{port},SECURE://127.0.0.1:{port2}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,GSSAPI",
         },
-        "listeners",
+        "sasl.enabled.mechanisms",
     ),
-    ({"advertised.listeners": "SASL_SSL://example.com:9093"}, "advertised.listeners"),
     ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
     ({"principal.builder.class": "com.example.PrincipalBuilder"}, "principal.builder.class"),
     ({"create.topic.policy.class.name": "com.example.Policy"}, "create.topic.policy.class.name"),

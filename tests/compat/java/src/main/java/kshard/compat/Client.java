@@ -83,6 +83,7 @@ public final class Client {
             case "txn-etl": Transactions.etl(opts); break;
             case "streams-count": StreamsCount.run(opts); break;
             case "incremental-alter-configs": incrementalAlterConfigs(opts, rest); break;
+            case "produce-paced": producePaced(opts); break;
             default: throw new IllegalArgumentException("unknown subcommand " + argv[0]);
         }
         System.out.flush();
@@ -96,15 +97,32 @@ public final class Client {
         return v;
     }
 
-    private static Admin admin(Map<String, String> opts) {
+    /**
+     * --client-props FILE (optional, every subcommand that builds its own
+     * admin, consumer or producer here): a java.util.Properties file whose
+     * entries are added last, over the defaults (security.protocol, ssl.*,
+     * sasl.*, timeouts, ...).
+     */
+    static void clientProps(Map<String, String> opts, Properties p) throws java.io.IOException {
+        String path = opts.get("client-props");
+        if (path == null) return;
+        Properties extra = new Properties();
+        try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(path))) {
+            extra.load(r);
+        }
+        p.putAll(extra);
+    }
+
+    private static Admin admin(Map<String, String> opts) throws java.io.IOException {
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "30000");
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, String.valueOf(TIMEOUT_MS));
+        clientProps(opts, p);
         return Admin.create(p);
     }
 
-    private static KafkaConsumer<byte[], byte[]> consumer(Map<String, String> opts) {
+    private static KafkaConsumer<byte[], byte[]> consumer(Map<String, String> opts) throws java.io.IOException {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
         // No group.id: partitions are assigned by hand and nothing is committed.
@@ -113,6 +131,7 @@ public final class Client {
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "2000");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        clientProps(opts, p);
         return new KafkaConsumer<>(p);
     }
 
@@ -210,6 +229,7 @@ public final class Client {
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        clientProps(opts, p);
         List<Future<RecordMetadata>> futures = new ArrayList<>();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             for (long i = start; i < start + count; i++) {
@@ -448,6 +468,63 @@ public final class Client {
             }
             out.put("dynamic", dynamic);
         }
+        System.out.println(Json.value(out));
+    }
+
+    /**
+     * produce-paced --bootstrap B --topic T --seconds S [--interval-ms 100]
+     * [--client-props FILE]: one KafkaProducer sends one record (the shared
+     * key/value formula, partition 0) every interval for S seconds and waits
+     * for each acknowledgement before the next send. Prints one JSON line:
+     * {"acked", "errors": [first few exception strings], "offsets_in_order",
+     * "metrics": {name: value} of the producer's authentication metrics
+     * (successful-reauthentication-total, ...)}.
+     */
+    private static void producePaced(Map<String, String> opts) throws Exception {
+        String topic = need(opts, "topic");
+        long seconds = Long.parseLong(need(opts, "seconds"));
+        long interval = Long.parseLong(opts.getOrDefault("interval-ms", "100"));
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, need(opts, "bootstrap"));
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        clientProps(opts, p);
+        long acked = 0;
+        long last = -1;
+        boolean inOrder = true;
+        List<Object> errors = new ArrayList<>();
+        Map<String, Object> metrics = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            long end = System.currentTimeMillis() + seconds * 1000;
+            for (long i = 0; System.currentTimeMillis() < end; i++) {
+                try {
+                    RecordMetadata md = producer.send(new ProducerRecord<>(topic, 0,
+                            key(topic, i).getBytes(StandardCharsets.UTF_8),
+                            value(topic, i).getBytes(StandardCharsets.UTF_8))).get();
+                    if (md.offset() <= last) inOrder = false;
+                    last = md.offset();
+                    acked++;
+                } catch (ExecutionException e) {
+                    if (errors.size() < 5) errors.add(e.getCause().toString());
+                }
+                Thread.sleep(interval);
+            }
+            for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e
+                    : producer.metrics().entrySet()) {
+                String name = e.getKey().name();
+                if (name.contains("authentication") && e.getKey().group().equals("producer-metrics")) {
+                    metrics.put(name, e.getValue().metricValue());
+                }
+            }
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("acked", acked);
+        out.put("errors", errors);
+        out.put("offsets_in_order", inOrder);
+        out.put("metrics", metrics);
         System.out.println(Json.value(out));
     }
 
