@@ -7,6 +7,12 @@ the default) and with direct I/O (`log.io.mode=direct`).
 
 Usage: perf/compare.sh [--quick] [--duration-s S] [--consume-size-mib M]
                        [--data-dir DIR] [--out FILE.json] [--no-build]
+                       [--tls] [--brokers kafka,kshard] [--workloads W,...]
+
+--tls gives every broker an SSL listener beside PLAINTEXT (a PEM keystore
+from a throwaway CA made with the openssl CLI in the work dir) and runs
+Kafka's tools (ProducerPerformance, ConsumerPerformance, EndToEndLatency)
+over it; kshard-perf has no TLS and stays on PLAINTEXT.
 
 Kafka's jars come from scripts/kafka-jars.sh (cached outside the repo).
 Everything runs on 127.0.0.1 only, on free ports; every load is bounded in
@@ -40,6 +46,10 @@ READY_TIMEOUT_S = 120.0
 # Every client command run, in order, for the JSON record (binary paths
 # shortened to their names).
 COMMANDS = []
+
+
+# With --tls: the certificates and the Java clients' SSL config file.
+TLS = None
 
 
 def note(cmd):
@@ -108,6 +118,36 @@ def cpu_s(pid):
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def make_tls(root):
+    """A throwaway CA and a broker certificate for 127.0.0.1/localhost,
+    made with the openssl CLI: broker.pem (PKCS#8 key + certificate + CA)
+    is the brokers' PEM keystore, ca.pem the clients' PEM truststore."""
+    d = root / "tls"
+    d.mkdir()
+
+    def openssl(*a):
+        subprocess.run(["openssl", *a], cwd=d, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "7",
+            "-subj", "/CN=kshard-compare-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out", "broker.csr",
+            "-subj", "/CN=localhost")
+    (d / "broker.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "101",
+            "-days", "7", "-sha256", "-extfile", "broker.ext", "-out", "broker.crt")
+    keystore = d / "broker.pem"
+    keystore.write_text("".join((d / n).read_text() for n in ("broker.key", "broker.crt", "ca.pem")))
+    client = d / "client-ssl.properties"
+    client.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={d / 'ca.pem'}\n")
+    return {"keystore": keystore, "ca": d / "ca.pem", "client_config": client}
+
+
+def ssl_broker_props():
+    """The same keys for kshard and Kafka."""
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(TLS["keystore"])}
 
 
 class BrokerCpu:
@@ -204,6 +244,10 @@ class Broker:
         self.data.mkdir()
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        # Kafka's tools connect here: the SSL listener with --tls.
+        self.ssl_port = free_port() if TLS else None
+        self.tool_bootstrap = f"127.0.0.1:{self.ssl_port}" if TLS else self.bootstrap
+        self.listeners = f"PLAINTEXT://{self.bootstrap}" + (f",SSL://{self.tool_bootstrap}" if TLS else "")
         self.bins = bins
         self.cp = cp
         self.zk = None
@@ -221,6 +265,7 @@ class Broker:
             "transaction.state.log.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             **RETENTION,
+            **(ssl_broker_props() if TLS else {}),
         }
 
     def write_kafka_props(self, props):
@@ -234,11 +279,12 @@ class Broker:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "listeners": f"{self.listeners},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": self.listeners,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+                                              + (",SSL:SSL" if TLS else ""),
             **self.kafka_common_props(),
         }
         config = self.write_kafka_props(props)
@@ -262,8 +308,8 @@ class Broker:
         wait_port(zk_port, self.zk.proc)
         props = {
             "broker.id": "0",
-            "listeners": f"PLAINTEXT://{self.bootstrap}",
-            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "listeners": self.listeners,
+            "advertised.listeners": self.listeners,
             "zookeeper.connect": f"127.0.0.1:{zk_port}",
             "zookeeper.session.timeout.ms": str(FROZEN_SESSION_TIMEOUT_MS),
             **self.kafka_common_props(),
@@ -276,14 +322,15 @@ class Broker:
             return java(self.cp, "kafka.Kafka", [str(self.root / "server.properties")],
                         heap=("-Xmx1G", "-Xms1G"))
         return [str(self.bins["kshard"]),
-                "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
+                "--override", f"listeners={self.listeners}",
                 "--override", f"log.dirs={self.data}",
                 "--override", f"log.io.mode={self.io_mode}",
                 "--override", "num.partitions=1",
                 "--override", "auto.create.topics.enable=true",
                 # As Kafka's test config above: ConsumerPerformance joins a group.
                 "--override", "group.initial.rebalance.delay.ms=0"] + [
-                    a for k, v in RETENTION.items() for a in ("--override", f"{k}={v}")]
+                    a for k, v in {**RETENTION, **(ssl_broker_props() if TLS else {})}.items()
+                    for a in ("--override", f"{k}={v}")]
 
     def start(self):
         if self.kind == "kafka" and self.zk is None and not self.formatted:
@@ -294,6 +341,8 @@ class Broker:
         t0 = time.monotonic()
         self.proc = Proc(self.kind, self.command(), self.root).start()
         wait_port(self.port, self.proc.proc)
+        if self.ssl_port:
+            wait_port(self.ssl_port, self.proc.proc)
         return t0
 
     def stop(self):
@@ -368,8 +417,8 @@ PP_RE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\
 def producer_performance(cp, b, topic, num_records, record_size, acks, timeout_s):
     cmd = java(cp, "org.apache.kafka.tools.ProducerPerformance", [
         "--topic", topic, "--num-records", str(num_records), "--record-size", str(record_size),
-        "--throughput", "-1", "--producer-props", f"bootstrap.servers={b.bootstrap}", f"acks={acks}",
-        "batch.size=65536", "linger.ms=5"])
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={b.tool_bootstrap}", f"acks={acks}",
+        "batch.size=65536", "linger.ms=5"] + (["--producer.config", str(TLS["client_config"])] if TLS else []))
     note(cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance"):])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     m = None
@@ -401,8 +450,9 @@ def fetch_metrics(stdout):
 
 def consumer_performance(cp, b, topic, messages, timeout_s):
     cmd = java(cp, "org.apache.kafka.tools.ConsumerPerformance", [
-        "--bootstrap-server", b.bootstrap, "--topic", topic, "--messages", str(messages),
-        "--timeout", "20000", "--group", f"cperf-{int(time.time() * 1000)}", "--print-metrics"])
+        "--bootstrap-server", b.tool_bootstrap, "--topic", topic, "--messages", str(messages),
+        "--timeout", "20000", "--group", f"cperf-{int(time.time() * 1000)}", "--print-metrics"]
+        + (["--consumer.config", str(TLS["client_config"])] if TLS else []))
     note(cmd[cmd.index("org.apache.kafka.tools.ConsumerPerformance"):])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     lines = [l for l in out.stdout.splitlines() if l.count(",") >= 9 and not l.startswith("start.time")]
@@ -420,7 +470,8 @@ ETE_PCT_RE = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99.9th 
 def end_to_end_latency(cp, b, topic, messages, size, acks, timeout_s):
     """Kafka's EndToEndLatency: one record at a time, produce then consume
     it, closed loop (so no fixed rate); milliseconds."""
-    cmd = java(cp, "org.apache.kafka.tools.EndToEndLatency", [b.bootstrap, topic, str(messages), acks, str(size)])
+    cmd = java(cp, "org.apache.kafka.tools.EndToEndLatency", [b.tool_bootstrap, topic, str(messages), acks, str(size)]
+               + ([str(TLS["client_config"])] if TLS else []))
     note(cmd[cmd.index("org.apache.kafka.tools.EndToEndLatency"):])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     avg, pct = ETE_AVG_RE.search(out.stdout), ETE_PCT_RE.search(out.stdout)
@@ -501,14 +552,19 @@ def run(args):
                      "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
                      "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
     cp = {"log4j": log4j}
+    global TLS
+    if args.tls:
+        TLS = make_tls(root)
     D = args.duration_s
     results = {"machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname()),
                            "load_avg_at_start": os.getloadavg()},
-               "params": {"duration_s": D, "consume_size_mib": args.consume_size_mib}}
+               "params": {"duration_s": D, "consume_size_mib": args.consume_size_mib,
+                          "security": "SSL (Kafka tools only)" if TLS else "PLAINTEXT",
+                          "brokers": args.brokers, "workloads": args.workloads}}
     log("machine ceiling (iperf3, fio)")
     results["ceiling"] = machine_ceiling(root, args.quick)
 
-    brokers = {k: Broker(k, root, bins, cp) for k in BROKERS}
+    brokers = {k: Broker(k, root, bins, cp) for k in BROKERS if k in args.brokers}
     samplers = {}
     fig = {k: {} for k in brokers}
     try:
@@ -525,8 +581,7 @@ def run(args):
             samplers[k].pid = b.proc.pid
 
         order = list(brokers)
-        for w, (name, fn) in enumerate([("produce_1k_acks1", w_produce_1k), ("produce_100b_acksall", w_produce_100b),
-                                        ("consume", w_consume), ("e2e", w_e2e)]):
+        for w, (name, fn) in enumerate([(n, f) for n, f in WORKLOADS.items() if n in args.workloads]):
             # Rotate which broker goes first.
             for k in order[w % len(order):] + order[:w % len(order)]:
                 log(f"{name} on {k}")
@@ -548,7 +603,7 @@ def run(args):
         for k in brokers:
             samplers[k].stop()
             fig[k]["rss_loaded_mib"] = samplers[k].max_kib / 1024
-        for k in (order[::-1]):
+        for k in (order[::-1] if "startup" in args.workloads else []):
             log(f"startup with {STARTUP_PARTITIONS} partitions on {k}")
             try:
                 fig[k]["startup_s"] = w_startup(bins, brokers[k])
@@ -656,6 +711,10 @@ def w_startup(bins, b):
     raise RuntimeError("no successful produce after restart")
 
 
+WORKLOADS = {"produce_1k_acks1": w_produce_1k, "produce_100b_acksall": w_produce_100b,
+             "consume": w_consume, "e2e": w_e2e}
+
+
 ROWS = [
     # key, label, higher_is_better
     ("w1_perf_mb_per_s", "1) produce 1KiB acks=1 8p, kshard-perf MB/s", True),
@@ -691,6 +750,7 @@ ROWS = [
 
 def report(results, args):
     fig = results["figures"]
+    fig.setdefault("kafka", {})
     others = [k for k in fig if k != "kafka"]
     table = []
     for key, label, higher in ROWS:
@@ -732,7 +792,8 @@ def report(results, args):
         for k in others:
             line += f"  {fmt(r[k]):>13}  {fmt(r[f'ratio_{k}_over_kafka']):>7}"
         print(line + ("  (higher better)" if r["higher_is_better"] else "  (lower better)"))
-    print("\nmachine ceiling (same run):")
+    print(f"\nsecurity: {results['params']['security']}")
+    print("machine ceiling (same run):")
     for k, v in ceil.items():
         print(f"  {k}: {v:,.1f}")
     for k, f in fractions.items():
@@ -765,7 +826,21 @@ def main():
                    help="JSON output file (default: in the temp dir, not the repo)")
     p.add_argument("--no-build", action="store_true", help="use the existing target/release binaries")
     p.add_argument("--keep", action="store_true", help="keep the temp dir")
+    p.add_argument("--tls", action="store_true",
+                   help="an SSL listener on every broker (PEM keystore, throwaway CA); Kafka's tools use it")
+    p.add_argument("--brokers", default=",".join(BROKERS),
+                   help=f"comma-separated subset of {','.join(BROKERS)} (default all)")
+    p.add_argument("--workloads", default=",".join([*WORKLOADS, "startup"]),
+                   help=f"comma-separated subset of {','.join([*WORKLOADS, 'startup'])} (default all)")
     args = p.parse_args()
+    args.brokers = args.brokers.split(",")
+    args.workloads = args.workloads.split(",")
+    for n in args.brokers:
+        if n not in BROKERS:
+            p.error(f"unknown broker {n}")
+    for n in args.workloads:
+        if n not in WORKLOADS and n != "startup":
+            p.error(f"unknown workload {n}")
     if args.duration_s is None:
         args.duration_s = 15 if args.quick else 60
     if args.consume_size_mib is None:
