@@ -927,3 +927,15 @@ def test_principal_mapping_quota(main, certs):
         assert throttled("bob", "quota-bob") == 0
     finally:
         configs_ok(main, "--alter", "--delete-config", "producer_byte_rate", *quota)
+
+
+# --- 7b. credentials across a restart (last: it restarts the main broker) ---------------
+
+
+def test_scram_users_survive_restart(scram_users):
+    """SCRAM credentials are stored, not only cached: after a restart alice
+    logs in with both mechanisms again and a wrong password still fails."""
+    scram_users.restart()
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        wait_for(lambda: scram_ok(scram_users, mech, "alice", "alice-secret"), f"{mech} login after restart")
+        assert not scram_ok(scram_users, mech, "alice", "wrong")
