@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_lite::AsyncWriteExt;
 use kafka_protocol::messages::{
     ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
     SaslHandshakeResponse,
@@ -204,15 +203,8 @@ impl Exchange<'_> {
                 correlation_id,
                 ..
             }) if versions_allowed => {
-                let bytes = unsupported_version_response(correlation_id);
-                io.stream
-                    .write_all(&bytes)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                io.stream
-                    .finish_response()
-                    .await
-                    .map_err(|e| e.to_string())?;
+                io.write_bytes(&unsupported_version_response(correlation_id))
+                    .await?;
                 Ok(Stage::HandshakeOrVersions)
             }
             Err(e) => Err(format!("bad request during SASL handshake: {e:?}").into()),
@@ -352,14 +344,7 @@ impl Exchange<'_> {
         let mut framed = Vec::with_capacity(4 + answer.len());
         framed.extend_from_slice(&size.to_be_bytes());
         framed.extend_from_slice(&answer);
-        io.stream
-            .write_all(&framed)
-            .await
-            .map_err(|e| e.to_string())?;
-        io.stream
-            .finish_response()
-            .await
-            .map_err(|e| e.to_string())?;
+        io.write_bytes(&framed).await?;
         Ok(session)
     }
 

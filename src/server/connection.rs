@@ -539,23 +539,45 @@ impl Reader<'_> {
 pub struct FrameIo<'a, 'r> {
     ctx: &'a Rc<KafkaApis>,
     reader: &'a mut Reader<'r>,
-    pub stream: &'a mut Transport,
+    stream: &'a mut Transport,
     scratch: &'a mut Vec<u8>,
     in_flight: &'a mut VecDeque<InFlight>,
 }
 
 impl FrameIo<'_, '_> {
+    /// The next frame, its bytes no longer charged (a SASL exchange's).
     pub async fn next_frame(&mut self) -> Result<Bytes, String> {
-        let (frame, _charge) = self
-            .reader
-            .next_frame(self.ctx, self.stream, self.in_flight, self.scratch)
-            .await?;
+        let (frame, _charge) = self.next_charged_frame().await?;
         Ok(frame)
+    }
+
+    async fn next_charged_frame(&mut self) -> Result<(Bytes, Charge), String> {
+        self.reader
+            .next_frame(self.ctx, self.stream, self.in_flight, self.scratch)
+            .await
     }
 
     pub async fn write(&mut self, result: handlers::HandlerResult) -> Result<(), String> {
         let mute = self.reader.mute;
         write_result(self.ctx, self.stream, result, self.scratch, mute).await
+    }
+
+    /// An answer already encoded.
+    pub async fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.stream
+            .write_all(bytes)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.stream
+            .finish_response()
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Writes the answers of every pipelined produce, oldest first.
+    async fn drain(&mut self) -> Result<(), String> {
+        let mute = self.reader.mute;
+        drain_in_flight(self.ctx, self.stream, self.in_flight, self.scratch, mute).await
     }
 }
 
@@ -602,52 +624,38 @@ async fn serve_inner(
     };
     let mut scratch = Vec::new();
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    let mut io = FrameIo {
+        ctx,
+        reader: &mut reader,
+        stream,
+        scratch: &mut scratch,
+        in_flight: &mut in_flight,
+    };
     let Connection {
         listener,
         mut identity,
     } = connection;
     let mut session: Option<SaslSession> = None;
-    if let Some(sasl) = &listener.sasl {
-        // Until it has authenticated a client may send no more than Kafka
-        // lets it (sasl.server.max.receive.size).
-        reader.max_request_bytes = sasl.max_receive_bytes.min(reader.max_request_bytes);
-        let mut io = FrameIo {
-            ctx,
-            reader: &mut reader,
-            stream,
-            scratch: &mut scratch,
-            in_flight: &mut in_flight,
-        };
-        let authenticated = sasl_exchange(&mut io, listener, &identity, None, None).await?;
+    if listener.sasl.is_some() {
+        let authenticated = authenticate(&mut io, listener, &identity).await?;
         identity.principal = authenticated.principal.clone();
         session = Some(authenticated);
-        reader.max_request_bytes = ctx.config.socket_request_max_bytes.max(0) as usize;
     }
     loop {
         if ctx.is_shutting_down() {
             return Ok(());
         }
-        let (frame, frame_charge) = reader
-            .next_frame(ctx, stream, &mut in_flight, &mut scratch)
-            .await?;
+        let (frame, frame_charge) = io.next_charged_frame().await?;
         if let Some(current) = &session {
             // KIP-368: a SaslHandshake on an authenticated connection starts
             // a re-authentication; past the session's end nothing else is
             // served.
             if current.renewable() && api_key_of(&frame) == Some(ApiKey::SaslHandshake as i16) {
-                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
+                io.drain().await?;
                 drop(frame_charge);
-                let mut io = FrameIo {
-                    ctx,
-                    reader: &mut reader,
-                    stream,
-                    scratch: &mut scratch,
-                    in_flight: &mut in_flight,
-                };
-                let identity = &identity;
                 let renewed =
-                    sasl_exchange(&mut io, listener, identity, Some(current), Some(frame));
-                session = Some(renewed.await?);
+                    sasl_exchange(&mut io, listener, &identity, Some(current), Some(frame)).await?;
+                session = Some(renewed);
                 continue;
             }
             if current.expired(Instant::now()) {
@@ -657,62 +665,86 @@ async fn serve_inner(
                 ));
             }
         }
-        if ctx.cluster.is_some() {
-            if let Some(api_key) = api_key_of(&frame) {
-                if handlers::inter_broker::versions(api_key).is_some() {
-                    drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
-                    let resp = handlers::inter_broker::serve(ctx, frame).await?;
-                    drop(frame_charge);
-                    stream.write_all(&resp).await.map_err(|e| e.to_string())?;
-                    stream.finish_response().await.map_err(|e| e.to_string())?;
-                    continue;
-                }
-            }
-        }
-        match parse_request_from(frame, &identity) {
-            // Once produce quotas exist, a request waits for the answer
-            // before it (and its throttle) as in Kafka, which takes one
-            // request per connection at a time.
-            Ok(req)
-                if req.api_key == ApiKey::Produce
-                    && !verifies_transaction(ctx, &req)
-                    && !ctx.quotas.produce.quotas_enabled() =>
-            {
-                // Applied in request order: each handler appends (or sends to
-                // the owning shards) in its first poll, and tasks start in
-                // the order they are spawned.
-                while in_flight.len() >= MAX_PIPELINED_PRODUCES {
-                    let task = in_flight.pop_front().expect("non-empty");
-                    let result = task.await;
-                    write_result(ctx, stream, result, &mut scratch, &mute).await?;
-                }
-                let ctx = ctx.clone();
-                // The request's bytes stay charged until its handler is done.
-                in_flight.push_back(glommio::spawn_local(async move {
-                    let result = dispatch_timed(&ctx, req).await;
-                    drop(frame_charge);
-                    result
-                }));
-            }
-            Ok(req) => {
-                // Everything else runs alone, after the produces before it.
-                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
-                let result = dispatch_timed(ctx, req).await;
+        serve_frame(&mut io, &identity, frame, frame_charge).await?;
+    }
+}
+
+/// The first SASL exchange; until it is done a client may send no more
+/// than Kafka lets it (`sasl.server.max.receive.size`).
+async fn authenticate(
+    io: &mut FrameIo<'_, '_>,
+    listener: &ListenerSecurity,
+    identity: &ClientIdentity,
+) -> Result<SaslSession, String> {
+    let sasl = listener.sasl.as_ref().expect("a SASL listener");
+    let max_request_bytes = io.reader.max_request_bytes;
+    io.reader.max_request_bytes = sasl.max_receive_bytes.min(max_request_bytes);
+    let session = sasl_exchange(io, listener, identity, None, None).await?;
+    io.reader.max_request_bytes = max_request_bytes;
+    Ok(session)
+}
+
+/// One request of an authenticated connection: an inter-broker request, a
+/// pipelined produce, or anything else alone after the produces before it.
+async fn serve_frame(
+    io: &mut FrameIo<'_, '_>,
+    identity: &ClientIdentity,
+    frame: Bytes,
+    frame_charge: Charge,
+) -> Result<(), String> {
+    let ctx = io.ctx;
+    if ctx.cluster.is_some() {
+        if let Some(api_key) = api_key_of(&frame) {
+            if handlers::inter_broker::versions(api_key).is_some() {
+                io.drain().await?;
+                let resp = handlers::inter_broker::serve(ctx, frame).await?;
                 drop(frame_charge);
-                write_result(ctx, stream, result, &mut scratch, &mute).await?;
+                return io.write_bytes(&resp).await;
             }
-            Err(FrameError::UnsupportedVersion {
-                api_key: ApiKey::ApiVersions,
-                correlation_id,
-                ..
-            }) => {
-                drain_in_flight(ctx, stream, &mut in_flight, &mut scratch, &mute).await?;
-                let b = unsupported_version_response(correlation_id);
-                stream.write_all(&b).await.map_err(|e| e.to_string())?;
-                stream.finish_response().await.map_err(|e| e.to_string())?;
-            }
-            Err(e) => return Err(format!("bad request: {e:?}")),
         }
+    }
+    match parse_request_from(frame, identity) {
+        // Once produce quotas exist, a request waits for the answer
+        // before it (and its throttle) as in Kafka, which takes one
+        // request per connection at a time.
+        Ok(req)
+            if req.api_key == ApiKey::Produce
+                && !verifies_transaction(ctx, &req)
+                && !ctx.quotas.produce.quotas_enabled() =>
+        {
+            // Applied in request order: each handler appends (or sends to
+            // the owning shards) in its first poll, and tasks start in
+            // the order they are spawned.
+            while io.in_flight.len() >= MAX_PIPELINED_PRODUCES {
+                let task = io.in_flight.pop_front().expect("non-empty");
+                let result = task.await;
+                io.write(result).await?;
+            }
+            let ctx = ctx.clone();
+            // The request's bytes stay charged until its handler is done.
+            io.in_flight.push_back(glommio::spawn_local(async move {
+                let result = dispatch_timed(&ctx, req).await;
+                drop(frame_charge);
+                result
+            }));
+            Ok(())
+        }
+        Ok(req) => {
+            io.drain().await?;
+            let result = dispatch_timed(ctx, req).await;
+            drop(frame_charge);
+            io.write(result).await
+        }
+        Err(FrameError::UnsupportedVersion {
+            api_key: ApiKey::ApiVersions,
+            correlation_id,
+            ..
+        }) => {
+            io.drain().await?;
+            io.write_bytes(&unsupported_version_response(correlation_id))
+                .await
+        }
+        Err(e) => Err(format!("bad request: {e:?}")),
     }
 }
 
