@@ -371,6 +371,12 @@ def test_move_cancelled_by_moving_back(jbod):
         assert ldu.alter_replica_log_dirs(b1.port, [(Y, [(t, [0])])]) == {(t, 0): ldu.NONE}
         fut = cluster.wait_for(lambda: [n for n in ldu.entries(b1, t)[1 - x] if n.endswith("-future")], 15,
                                "the -future directory")
+        # The first throttled step lands, then the copy is held back (on a
+        # loaded machine the first step can take a while to come).
+        def future_replica():
+            replicas = ldu.describe_log_dirs(b1.port, [(t, [0])])[1][Y]["replicas"]
+            return replicas.get((t, 0), (0, 0, False))[0] > 0
+        cluster.wait_for(future_replica, 15, "the first throttled copy step")
         time.sleep(2)  # held back by the throttle
         assert ldu.entries(b1, t) == {x: [f"{t}-0"], 1 - x: fut}
         top, dirs = ldu.describe_log_dirs(b1.port, [(t, [0])])
