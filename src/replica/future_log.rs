@@ -12,7 +12,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use kshard_shards::log::batch::{BatchIter, NO_TIMESTAMP};
+use kshard_shards::log::batch::BatchIter;
 use kshard_shards::log::{Log, LogAppendInfo};
 
 /// Kafka's `LogFileUtils.FUTURE_DIR_SUFFIX`.
@@ -88,16 +88,7 @@ impl FutureLog {
 /// own current log (already validated when first appended): their offsets
 /// and timestamps; None when there are no whole batches.
 pub fn append_info_of(records: &[u8]) -> Option<(LogAppendInfo, i32)> {
-    let mut info = LogAppendInfo {
-        first_offset: -1,
-        last_offset: -1,
-        max_timestamp: NO_TIMESTAMP,
-        offset_of_max_timestamp: -1,
-        log_append_time_ms: -1,
-        record_count: 0,
-        batch_count: 0,
-        valid_bytes: 0,
-    };
+    let mut info = LogAppendInfo::empty();
     let mut last_epoch = -1;
     for (pos, h, bytes) in BatchIter::new(records).map_while(Result::ok) {
         if info.batch_count == 0 {

@@ -61,6 +61,22 @@ pub struct LogAppendInfo {
     pub valid_bytes: usize,
 }
 
+impl LogAppendInfo {
+    /// Nothing seen yet: what a walk over batches starts from.
+    pub const fn empty() -> LogAppendInfo {
+        LogAppendInfo {
+            first_offset: -1,
+            last_offset: -1,
+            max_timestamp: batch::NO_TIMESTAMP,
+            offset_of_max_timestamp: -1,
+            log_append_time_ms: -1,
+            record_count: 0,
+            batch_count: 0,
+            valid_bytes: 0,
+        }
+    }
+}
+
 /// A byte range of one segment file, sent to a socket with sendfile(2)
 /// (buffered mode) or from the read cache (direct mode).
 /// The `Arc<File>` keeps the descriptor open even if the segment is deleted

@@ -78,14 +78,8 @@ pub fn build_batch(base_offset: i64, count: usize, timestamp: i64, value_bytes: 
 /// What validation would report for `records` (one or more batches).
 pub fn append_info(records: &[u8]) -> LogAppendInfo {
     let mut info = LogAppendInfo {
-        first_offset: -1,
-        last_offset: -1,
-        max_timestamp: NO_TIMESTAMP,
-        offset_of_max_timestamp: -1,
-        log_append_time_ms: -1,
-        record_count: 0,
-        batch_count: 0,
         valid_bytes: records.len(),
+        ..LogAppendInfo::empty()
     };
     for batch in BatchIter::new(records) {
         let (_, h, _) = batch.expect("valid test batch");

@@ -5,7 +5,7 @@
 
 use std::io;
 
-use kshard_shards::log::batch::{self, BatchError, BatchIter, NO_TIMESTAMP};
+use kshard_shards::log::batch::{self, BatchError, BatchIter};
 use kshard_shards::log::LogAppendInfo;
 
 use crate::protocol::errors;
@@ -91,16 +91,7 @@ impl Partition {
         let mut new_from: Option<usize> = None;
         let mut valid_end = 0usize;
         let mut prev_last_offset = i64::MIN;
-        let mut info = LogAppendInfo {
-            first_offset: -1,
-            last_offset: -1,
-            max_timestamp: NO_TIMESTAMP,
-            offset_of_max_timestamp: -1,
-            log_append_time_ms: -1,
-            record_count: 0,
-            batch_count: 0,
-            valid_bytes: 0,
-        };
+        let mut info = LogAppendInfo::empty();
         for item in BatchIter::new(records) {
             let (pos, h, bytes) = match item {
                 Ok(b) => b,

@@ -15,20 +15,25 @@ const OID_SHROUDED_KEY_BAG: &[u8] = &[
     0x06, 0x0b, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x0c, 0x0a, 0x01, 0x02,
 ];
 
-pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let len = content.len();
+/// A DER length: short form below 128, else the big-endian bytes after
+/// their count.
+pub(crate) fn push_der_length(out: &mut Vec<u8>, len: usize) {
     if len < 0x80 {
         out.push(len as u8);
-    } else {
-        let bytes: Vec<u8> = len
-            .to_be_bytes()
-            .into_iter()
-            .skip_while(|b| *b == 0)
-            .collect();
-        out.push(0x80 | bytes.len() as u8);
-        out.extend(bytes);
+        return;
     }
+    let bytes: Vec<u8> = len
+        .to_be_bytes()
+        .into_iter()
+        .skip_while(|b| *b == 0)
+        .collect();
+    out.push(0x80 | bytes.len() as u8);
+    out.extend(bytes);
+}
+
+pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    push_der_length(&mut out, content.len());
     out.extend_from_slice(content);
     out
 }

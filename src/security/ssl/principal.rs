@@ -303,18 +303,7 @@ fn hex_tlv(value: &Any<'_>) -> String {
                 .map(|(i, g)| if i < last { g | 0x80 } else { *g }),
         );
     }
-    let len = data.len();
-    if len < 0x80 {
-        der.push(len as u8);
-    } else {
-        let bytes: Vec<u8> = len
-            .to_be_bytes()
-            .into_iter()
-            .skip_while(|b| *b == 0)
-            .collect();
-        der.push(0x80 | bytes.len() as u8);
-        der.extend(bytes);
-    }
+    super::pkcs8::push_der_length(&mut der, data.len());
     der.extend_from_slice(data);
     der.iter().map(|b| format!("{b:02x}")).collect()
 }
