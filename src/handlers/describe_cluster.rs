@@ -34,8 +34,9 @@ fn operations_bit_field(ops: &[u8]) -> i32 {
     })
 }
 
-pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DescribeClusterRequest = decode_body(req)?;
+    ctx.await_cluster_metadata().await;
     let image = ctx.metadata.image();
     respond(
         req,

@@ -124,6 +124,7 @@ async fn create_internal_topic_if_missing(ctx: &KafkaApis, key_type: i8) {
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: FindCoordinatorRequest = decode_body(req)?;
+    ctx.await_cluster_metadata().await;
     create_internal_topic_if_missing(ctx, request.key_type).await;
     let mut response = FindCoordinatorResponse::default();
     if req.api_version >= BATCHED_VERSION {

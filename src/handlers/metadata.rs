@@ -72,6 +72,7 @@ fn error_entry(
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut request: MetadataRequest = decode_body(req)?;
+    ctx.await_cluster_metadata().await;
     let image = ctx.metadata.image();
     // v0: an empty list means all topics; v1+: null means all topics.
     let all_topics = match &request.topics {

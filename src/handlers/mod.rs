@@ -55,6 +55,7 @@ pub mod zk_offsets;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::Encodable;
@@ -78,6 +79,11 @@ use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// Kafka's `KafkaApis` for one shard: what the request handlers reach. The
 /// services are owned by the layers below; this only holds them.
+/// How long a request that describes the cluster waits for a starting
+/// broker's first UpdateMetadata (`KafkaApis::await_cluster_metadata`).
+pub const CLUSTER_METADATA_WAIT_MS: u64 = 5_000;
+const CLUSTER_METADATA_POLL_MS: u64 = 10;
+
 pub struct KafkaApis {
     pub shard_id: usize,
     pub nr_shards: usize,
@@ -117,6 +123,26 @@ impl KafkaApis {
 
     pub fn is_shutting_down(&self) -> bool {
         self.router.is_shutting_down()
+    }
+
+    /// A broker in a cluster learns the brokers and topics from the
+    /// controller's first UpdateMetadata, which arrives a moment after its
+    /// listeners open (the controller reaches it through them). A client
+    /// answered in that moment would be told the cluster has no brokers,
+    /// and librdkafka then forgets every broker it knew. So requests that
+    /// describe the cluster wait for that first UpdateMetadata, at most
+    /// `CLUSTER_METADATA_WAIT_MS`, and are answered from what is there then.
+    pub async fn await_cluster_metadata(&self) {
+        if self.cluster.is_none() || !self.metadata.image().brokers.is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_millis(CLUSTER_METADATA_WAIT_MS);
+        while self.metadata.image().brokers.is_empty()
+            && Instant::now() < deadline
+            && !self.is_shutting_down()
+        {
+            glommio::timer::sleep(Duration::from_millis(CLUSTER_METADATA_POLL_MS)).await;
+        }
     }
 
     /// Runs `f` on this shard's group coordinator; Err off the controller shard.
@@ -176,7 +202,7 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::DeleteRecords => delete_records::handle(ctx, &req).await,
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::handle(ctx, &req).await,
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &req),
-        ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req),
+        ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req).await,
         ApiKey::WriteTxnMarkers => write_txn_markers::handle(ctx, &req).await,
         ApiKey::DescribeProducers => describe_producers::handle(ctx, &req).await,
         ApiKey::DescribeLogDirs => describe_log_dirs::handle(ctx, &req).await,
