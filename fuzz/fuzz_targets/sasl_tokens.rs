@@ -3,13 +3,15 @@
 //! credential parsers on the raw input. An input is
 //! `[mechanism: u8]` then tokens `[length: u16 BE][bytes]`; mechanism
 //! modulo 3 picks PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. One user exists:
-//! alice / alice-secret.
+//! alice / alice-secret. The same tokens also go, as a broker's answers,
+//! to the client side (`SaslClient`, what brokers log in to each other
+//! with).
 #![no_main]
 use std::sync::OnceLock;
 
 use kshard::security::sasl::{
-    parse_jaas_config, parse_jaas_file, CredentialSource, SaslServer, SaslStep, ScramCredential,
-    ScramMechanism, PLAIN,
+    parse_jaas_config, parse_jaas_file, ClientStep, CredentialSource, SaslClient, SaslServer,
+    SaslStep, ScramCredential, ScramMechanism, PLAIN,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -48,6 +50,7 @@ fuzz_target!(|data: &[u8]| {
         1 => ScramMechanism::Sha256.name(),
         _ => ScramMechanism::Sha512.name(),
     };
+    client_side(mechanism, rest);
     let Some(mut server) = SaslServer::new(mechanism) else {
         panic!("{mechanism} is built in");
     };
@@ -63,3 +66,23 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// The tokens as the server's challenges to a client that logged in first.
+fn client_side(mechanism: &str, mut rest: &[u8]) {
+    let Some(mut client) = SaslClient::new(mechanism, USER, PASSWORD) else {
+        panic!("{mechanism} is built in");
+    };
+    let _first = client.initial_response();
+    for _ in 0..TOKENS_MAX {
+        let Some((length, tail)) = rest.split_first_chunk::<2>() else {
+            return;
+        };
+        let length = usize::from(u16::from_be_bytes(*length)).min(tail.len());
+        let (token, tail) = tail.split_at(length);
+        rest = tail;
+        match client.evaluate(token) {
+            Ok(ClientStep::Send(_)) => {}
+            Ok(ClientStep::Done) | Err(_) => return,
+        }
+    }
+}

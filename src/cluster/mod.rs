@@ -22,6 +22,7 @@ use crate::metadata::meta_properties::{
 use crate::metadata::topics;
 use crate::metadata::MetadataStore;
 use crate::protocol::errors::ErrorCode;
+use crate::security::inter_broker::InterBrokerSecurity;
 use crate::zk::{ZkClient, ZkConfig};
 
 type Job = Box<dyn FnOnce(&mut ZkClient) + Send>;
@@ -45,6 +46,9 @@ pub struct ClusterHandle {
     /// The live broker config (static, `/config/brokers/<default>`,
     /// `/config/brokers/<id>`), loaded before the broker serves.
     pub dynamic_config: Arc<DynamicBrokerConfig>,
+    /// How this broker's own clients (fetchers, AlterPartition, markers)
+    /// reach the other brokers.
+    pub inter_broker: Arc<InterBrokerSecurity>,
     /// Config changes read by the listener thread, taken by the
     /// controller shard, which applies them.
     config_changes:
@@ -249,6 +253,9 @@ pub fn start(
             ));
         }
     }
+    // Before registering: a broker that cannot reach its peers must not
+    // join.
+    let inter_broker = Arc::new(InterBrokerSecurity::from_config(&config)?);
     let broker_id = resolve_broker_id(&config, &meta, &mut zk)?;
     config.broker_id = broker_id;
     write_meta_properties_all(log_dirs, broker_id, &cluster_id)?;
@@ -267,9 +274,11 @@ pub fn start(
         Arc::new(config.clone()),
         dynamic_config.clone(),
         wake_tx,
+        inter_broker.clone(),
     )?;
     let handle = Arc::new(ClusterHandle {
         dynamic_config,
+        inter_broker,
         config_changes: std::sync::Mutex::new(Some(changes_rx)),
         controller,
         zk: zk.clone(),
@@ -301,6 +310,7 @@ pub fn controlled_shutdown(
     zk: &mut ZkClient,
     config: &BrokerConfig,
     broker_id: i32,
+    security: Arc<InterBrokerSecurity>,
 ) -> Result<(), String> {
     use crate::protocol::inter_broker::{
         ControlledShutdownRequest, ControlledShutdownResponse, CONTROLLED_SHUTDOWN_API_KEY,
@@ -343,6 +353,7 @@ pub fn controlled_shutdown(
                 &req,
                 &format!("kshard-broker-{broker_id}"),
                 config.controller_socket_timeout_ms.max(1) as u64,
+                security.clone(),
             )
             .map_err(|e| format!("ControlledShutdown to broker {controller_id}: {e}"))?;
             let mut b = body;
@@ -384,8 +395,9 @@ impl ClusterHandle {
     /// Runs controlled shutdown on the ZooKeeper worker (it blocks on the network).
     pub async fn controlled_shutdown(&self, config: Arc<BrokerConfig>) {
         let broker_id = self.broker_id;
+        let security = self.inter_broker.clone();
         match self
-            .zk_call(move |zk| controlled_shutdown(zk, &config, broker_id))
+            .zk_call(move |zk| controlled_shutdown(zk, &config, broker_id, security))
             .await
         {
             Ok(Ok(())) => {}

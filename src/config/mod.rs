@@ -406,16 +406,15 @@ impl BrokerConfig {
         let inter_broker_protocol = protocol_map
             .get(&inter_broker_listener_name)
             .map_or("PLAINTEXT", String::as_str);
-        let clustered = v
-            .string_opt("zookeeper.connect")
-            .is_some_and(|s| !s.is_empty());
-        if clustered && inter_broker_protocol != "PLAINTEXT" {
+        let inter_broker_mechanism = v.string("sasl.mechanism.inter.broker.protocol");
+        if inter_broker_protocol.starts_with("SASL_")
+            && !sasl_mechanisms_of(&originals, &inter_broker_listener_name)
+                .contains(&inter_broker_mechanism)
+        {
             return Err(ConfigError::new(
-                "inter.broker.listener.name",
-                &inter_broker_listener_name,
-                format!(
-                    "kshard does not support this: its own broker-to-broker clients (replica fetchers, controller) speak only PLAINTEXT, and listener {inter_broker_listener_name} is {inter_broker_protocol}; name a PLAINTEXT listener"
-                ),
+                "sasl.mechanism.inter.broker.protocol",
+                &inter_broker_mechanism,
+                "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication",
             ));
         }
 

@@ -129,9 +129,9 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("sasl.", Accepted("SASL client, Kerberos and OAUTHBEARER settings, which kshard's PLAIN and SCRAM servers do not read")),
     ("sasl.enabled.mechanisms", Acted),
     ("sasl.jaas.config", Acted),
-    ("sasl.mechanism.inter.broker.protocol", Accepted("brokers talk to each other over PLAINTEXT in kshard (security.inter.broker.protocol)")),
+    ("sasl.mechanism.inter.broker.protocol", Acted),
     ("sasl.server.callback.handler.class", Refused(When::NonEmpty, "kshard cannot load Java classes; PLAIN users come from the JAAS config and SCRAM users from the credential store")),
-    ("security.inter.broker.protocol", Refused(When::NotDefault, "kshard's own broker-to-broker clients (replica fetchers, controller) speak only PLAINTEXT; clients may use any listener")),
+    ("security.inter.broker.protocol", Acted),
     ("security.providers", Accepted(JSSE_ONLY)),
     ("ssl.", Acted),
     ("ssl.engine.factory.class", Refused(When::NonEmpty, "kshard cannot load Java classes; its TLS is rustls, configured by the ssl. keys")),
@@ -259,7 +259,6 @@ mod tests {
                 "authorizer.class.name",
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             ),
-            ("security.inter.broker.protocol", "SSL"),
             ("principal.builder.class", "com.example.Builder"),
             ("create.topic.policy.class.name", "com.example.Policy"),
             ("process.roles", "broker,controller"),
@@ -286,6 +285,7 @@ mod tests {
         for pairs in [
             &[("authorizer.class.name", "")][..],
             &[("security.inter.broker.protocol", "PLAINTEXT")],
+            &[("security.inter.broker.protocol", "SSL")],
             &[(
                 "principal.builder.class",
                 "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",

@@ -135,6 +135,18 @@ fn invalid_values_name_the_key() {
     assert!(e.message.contains("0.0.0.0"));
     let e = cfg(&[("inter.broker.listener.name", "OTHER")]).unwrap_err();
     assert_eq!(e.key, "inter.broker.listener.name");
+    // SASL between brokers: the mechanism must be one the listener enables
+    // (Kafka's default, GSSAPI, is not).
+    let sasl = [
+        ("listeners", "SASL_SSL://:9093"),
+        ("inter.broker.listener.name", "SASL_SSL"),
+        ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+    ];
+    let e = cfg(&sasl).unwrap_err();
+    assert_eq!(e.key, "sasl.mechanism.inter.broker.protocol", "{e}");
+    let mut chosen = sasl.to_vec();
+    chosen.push(("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"));
+    assert_eq!(cfg(&chosen).unwrap().inter_broker_listener_name, "SASL_SSL");
     assert_eq!(
         cfg(&[
             ("broker.id", "1001"),

@@ -11,19 +11,32 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::Encodable;
 
 use crate::controller::channel::encode_request_frame;
+use crate::security::inter_broker::InterBrokerSecurity;
 
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
+/// Where a request goes and how: the broker's address and the
+/// inter-broker listener's security.
+pub struct BrokerAddress<'a> {
+    pub host: &'a str,
+    pub port: u16,
+    pub security: &'a InterBrokerSecurity,
+}
+
 /// Sends `body` as `api_key` v`version` and returns the response body.
 pub async fn round_trip<M: Encodable>(
-    host: &str,
-    port: u16,
+    to: BrokerAddress<'_>,
     api_key: ApiKey,
     version: i16,
     body: &M,
     client_id: &str,
     timeout_ms: u64,
 ) -> Result<Bytes, String> {
+    let BrokerAddress {
+        host,
+        port,
+        security,
+    } = to;
     let mut encoded = BytesMut::new();
     body.encode(&mut encoded, version)
         .map_err(|e| format!("encoding {api_key:?}: {e}"))?;
@@ -38,10 +51,15 @@ pub async fn round_trip<M: Encodable>(
     let response_header_version = api_key.response_header_version(version);
     let exchange = async {
         let addr = format!("{host}:{port}");
-        let mut stream = TcpStream::connect(addr.as_str())
+        let tcp = TcpStream::connect(addr.as_str())
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let mut stream = security
+            .open(tcp, host, client_id)
+            .await
+            .map_err(|e| format!("securing the connection to {addr}: {e}"))?;
         stream.write_all(&frame).await.map_err(|e| e.to_string())?;
+        stream.flush().await.map_err(|e| e.to_string())?;
         let mut size = [0u8; 4];
         stream
             .read_exact(&mut size)

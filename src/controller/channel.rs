@@ -4,17 +4,24 @@
 //! send reconnects and retries the same request until the broker is removed.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use async_io::{block_on, Async, Timer};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::protocol::Encodable;
 
 use crate::protocol::inter_broker;
+use crate::security::inter_broker::{ClientStream, InterBrokerSecurity};
+
+/// The controller's connection to one broker: a std socket driven by
+/// async-io's reactor on the sender thread (TLS needs a socket that can
+/// say "not yet").
+type BrokerStream = ClientStream<Async<TcpStream>>;
 
 /// Largest response the controller accepts (responses are small lists of errors).
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
@@ -58,14 +65,20 @@ struct BrokerChannel {
 pub struct ControllerChannelManager {
     controller_id: i32,
     socket_timeout_ms: u64,
+    security: Arc<InterBrokerSecurity>,
     brokers: HashMap<i32, BrokerChannel>,
 }
 
 impl ControllerChannelManager {
-    pub fn new(controller_id: i32, socket_timeout_ms: u64) -> Self {
+    pub fn new(
+        controller_id: i32,
+        socket_timeout_ms: u64,
+        security: Arc<InterBrokerSecurity>,
+    ) -> Self {
         ControllerChannelManager {
             controller_id,
             socket_timeout_ms,
+            security,
             brokers: HashMap::new(),
         }
     }
@@ -86,6 +99,7 @@ impl ControllerChannelManager {
             address: address.clone(),
             client_id: format!("kshard-controller-{}", self.controller_id),
             socket_timeout_ms: self.socket_timeout_ms,
+            security: self.security.clone(),
             alive: alive.clone(),
             stream: None,
             next_correlation_id: 0,
@@ -145,8 +159,9 @@ struct RequestSendThread {
     address: (String, u16),
     client_id: String,
     socket_timeout_ms: u64,
+    security: Arc<InterBrokerSecurity>,
     alive: Arc<AtomicBool>,
-    stream: Option<TcpStream>,
+    stream: Option<BrokerStream>,
     next_correlation_id: i32,
 }
 
@@ -184,18 +199,22 @@ impl RequestSendThread {
         }
     }
 
-    fn connect(&mut self) -> std::io::Result<&mut TcpStream> {
+    fn connect(&mut self) -> std::io::Result<&mut BrokerStream> {
+        if self.stream.as_ref().is_some_and(|s| s.session_expiring()) {
+            self.stream = None;
+        }
         if self.stream.is_none() {
             let addr = (self.address.0.as_str(), self.address.1)
                 .to_socket_addrs()?
                 .next()
                 .ok_or_else(|| std::io::Error::other("address does not resolve"))?;
-            let timeout = Duration::from_millis(self.socket_timeout_ms.max(1));
-            let s = TcpStream::connect_timeout(&addr, timeout)?;
-            s.set_read_timeout(Some(timeout))?;
-            s.set_write_timeout(Some(timeout))?;
-            s.set_nodelay(true)?;
-            self.stream = Some(s);
+            let (security, host, client_id) = (&self.security, &self.address.0, &self.client_id);
+            let secured = block_on(within(self.socket_timeout_ms, async {
+                let tcp = Async::<TcpStream>::connect(addr).await?;
+                tcp.get_ref().set_nodelay(true)?;
+                security.open(tcp, host, client_id).await
+            }))?;
+            self.stream = Some(secured);
         }
         Ok(self.stream.as_mut().expect("connected"))
     }
@@ -214,17 +233,21 @@ impl RequestSendThread {
         );
         let response_header_version =
             inter_broker::response_header_version(req.api_key, req.api_version);
+        let timeout_ms = self.socket_timeout_ms;
         let stream = self.connect()?;
-        stream.write_all(&frame)?;
-        let mut size = [0u8; 4];
-        stream.read_exact(&mut size)?;
-        let size = i32::from_be_bytes(size);
-        if size < 4 || size as usize > MAX_RESPONSE_BYTES {
-            return Err(std::io::Error::other(format!("bad response size {size}")));
-        }
-        let mut buf = vec![0u8; size as usize];
-        stream.read_exact(&mut buf)?;
-        let mut body = Bytes::from(buf);
+        let mut body = block_on(within(timeout_ms, async {
+            stream.write_all(&frame).await?;
+            stream.flush().await?;
+            let mut size = [0u8; 4];
+            stream.read_exact(&mut size).await?;
+            let size = i32::from_be_bytes(size);
+            if size < 4 || size as usize > MAX_RESPONSE_BYTES {
+                return Err(std::io::Error::other(format!("bad response size {size}")));
+            }
+            let mut buf = vec![0u8; size as usize];
+            stream.read_exact(&mut buf).await?;
+            Ok(Bytes::from(buf))
+        }))?;
         let got = body.get_i32();
         if got != correlation_id {
             return Err(std::io::Error::other(format!(
@@ -236,6 +259,22 @@ impl RequestSendThread {
         }
         Ok(body)
     }
+}
+
+/// `exchange`, failed with TimedOut after `timeout_ms` (the sender's
+/// socket timeout: `controller.socket.timeout.ms`).
+async fn within<T>(
+    timeout_ms: u64,
+    exchange: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    let timeout = async {
+        Timer::after(Duration::from_millis(timeout_ms.max(1))).await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer in {timeout_ms} ms"),
+        ))
+    };
+    futures_lite::future::or(exchange, timeout).await
 }
 
 /// A size-prefixed request frame with header v0/v1/v2.
@@ -302,12 +341,14 @@ pub fn blocking_request(
     req: &QueuedRequest,
     client_id: &str,
     timeout_ms: u64,
+    security: Arc<InterBrokerSecurity>,
 ) -> std::io::Result<Bytes> {
     let mut t = RequestSendThread {
         target_broker_id: -1,
         address: (host.to_string(), port),
         client_id: client_id.to_string(),
         socket_timeout_ms: timeout_ms,
+        security,
         alive: Arc::new(AtomicBool::new(true)),
         stream: None,
         next_correlation_id: 1,

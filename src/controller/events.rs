@@ -26,6 +26,7 @@ impl KafkaController {
             self.broker_id,
             self.epoch,
             &self.ctx,
+            &self.config.inter_broker_listener_name,
             self.events_tx.clone(),
         )
     }
@@ -86,6 +87,7 @@ impl KafkaController {
         let mut channels = ControllerChannelManager::new(
             self.broker_id,
             self.config.controller_socket_timeout_ms.max(1) as u64,
+            self.inter_broker.clone(),
         );
         for b in self.ctx.live_brokers.values() {
             let (host, port) = self.inter_broker_address(b);

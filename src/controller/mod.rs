@@ -30,6 +30,7 @@ use crate::controller::channel::ControllerChannelManager;
 use crate::metadata::topics::CONFIG_CHANGES_PATH;
 use crate::metadata::{MetadataStore, Op, StoreError};
 use crate::protocol::errors::ErrorCode;
+use crate::security::inter_broker::InterBrokerSecurity;
 use crate::zk::{NodeEventKind, ZkClient, ZkEvent};
 use context::ControllerContext;
 use elections::LeaderAndIsr;
@@ -152,6 +153,8 @@ pub struct KafkaController {
     config: Arc<BrokerConfig>,
     /// For the live `unclean.leader.election.enable` default.
     dynamic_config: Arc<DynamicBrokerConfig>,
+    /// How the controller channel reaches the brokers.
+    inter_broker: Arc<InterBrokerSecurity>,
     broker_id: i32,
     events_tx: crossbeam_channel::Sender<ControllerEvent>,
     active: Arc<AtomicBool>,
@@ -178,6 +181,7 @@ pub fn spawn(
     config: Arc<BrokerConfig>,
     dynamic_config: Arc<DynamicBrokerConfig>,
     config_changes: crossbeam_channel::Sender<()>,
+    inter_broker: Arc<InterBrokerSecurity>,
 ) -> Result<ControllerHandle, String> {
     let (tx, rx) = crossbeam_channel::unbounded::<ControllerEvent>();
     let zk_events = zk.events();
@@ -220,6 +224,7 @@ pub fn spawn(
         zk,
         config,
         dynamic_config,
+        inter_broker,
         broker_id,
         events_tx: tx,
         active,

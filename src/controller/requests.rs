@@ -34,6 +34,9 @@ pub struct RequestBatch<'a> {
     pub controller_id: i32,
     pub controller_epoch: i32,
     pub ctx: &'a ControllerContext,
+    /// `inter.broker.listener.name`: the endpoint LeaderAndIsr gives the
+    /// followers for each leader.
+    inter_broker_listener: &'a str,
     /// broker → topic → partitions to send LeaderAndIsr for.
     leader_and_isr: BTreeMap<i32, BTreeMap<String, BTreeSet<i32>>>,
     /// Partitions whose state goes to every live broker by UpdateMetadata.
@@ -52,12 +55,14 @@ impl<'a> RequestBatch<'a> {
         controller_id: i32,
         controller_epoch: i32,
         ctx: &'a ControllerContext,
+        inter_broker_listener: &'a str,
         events: crossbeam_channel::Sender<ControllerEvent>,
     ) -> Self {
         RequestBatch {
             controller_id,
             controller_epoch,
             ctx,
+            inter_broker_listener,
             leader_and_isr: BTreeMap::new(),
             update_metadata: BTreeSet::new(),
             deleting: BTreeSet::new(),
@@ -128,10 +133,16 @@ impl<'a> RequestBatch<'a> {
             .ctx
             .live_brokers
             .values()
-            .map(|b| LeaderAndIsrLiveLeader {
-                broker_id: b.id,
-                host_name: b.host.clone(),
-                port: i32::from(b.port),
+            .map(|b| {
+                // Kafka's liveLeaders: each leader's inter-broker endpoint.
+                let (host, port) = b
+                    .endpoint(self.inter_broker_listener)
+                    .map_or((&b.host, b.port), |e| (&e.host, e.port));
+                LeaderAndIsrLiveLeader {
+                    broker_id: b.id,
+                    host_name: host.clone(),
+                    port: i32::from(port),
+                }
             })
             .collect();
         let version = LEADER_AND_ISR_VERSIONS.1;

@@ -28,7 +28,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use kshard_shards::log::batch::BatchIter;
 
-use crate::controller::broker_client::round_trip;
+use crate::controller::broker_client::{round_trip, BrokerAddress};
 use crate::coordinator::partition_for;
 use crate::coordinator::transaction::transaction_coordinator::ProducerIdAndEpoch;
 use crate::coordinator::transaction::TRANSACTION_STATE_TOPIC;
@@ -231,9 +231,14 @@ pub async fn ask_coordinator(
                     add,
                 );
                 let timeout_ms = ctx.config.request_timeout_ms.max(1) as u64;
+                let security = ctx.replica_manager.inter_broker_security();
+                let to = BrokerAddress {
+                    host: &b.host,
+                    port: b.port,
+                    security: &security,
+                };
                 let answer = round_trip(
-                    &b.host,
-                    b.port,
+                    to,
                     ApiKey::AddPartitionsToTxn,
                     VERIFY_VERSION,
                     &request,

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::Decodable;
 
 use super::partition::leader::AlterIsr;
 use super::ReplicaManager;
-use crate::controller::broker_client::round_trip;
+use crate::controller::broker_client::{round_trip, BrokerAddress};
 use crate::protocol::errors;
 
 pub const ALTER_PARTITION_VERSION: i16 = 3;
@@ -67,8 +67,11 @@ async fn send(rm: &Rc<ReplicaManager>, items: Vec<AlterIsr>) {
         let outcome = match controller {
             None => Err("no controller known".to_string()),
             Some(c) => round_trip(
-                &c.host,
-                c.port,
+                BrokerAddress {
+                    host: &c.host,
+                    port: c.port,
+                    security: &cluster.inter_broker,
+                },
                 ApiKey::AlterPartition,
                 ALTER_PARTITION_VERSION,
                 &body,

@@ -33,6 +33,7 @@ use crate::metadata::checkpoints::StartupCheckpoints;
 use crate::metadata::metadata_cache::{MetadataCache, TopicInfo};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
+use crate::security::inter_broker::InterBrokerSecurity;
 use crate::util::{monotonic_ms, now_ms};
 
 /// The longest a role change or close waits for staged appends to land.
@@ -86,6 +87,14 @@ pub struct ReplicaManager {
 }
 
 impl ReplicaManager {
+    /// How this broker's own clients reach the other brokers (plaintext
+    /// outside a cluster).
+    pub fn inter_broker_security(&self) -> Arc<InterBrokerSecurity> {
+        self.cluster
+            .as_ref()
+            .map_or_else(InterBrokerSecurity::plaintext, |c| c.inter_broker.clone())
+    }
+
     pub fn new(rc: ReplicaConfig) -> Self {
         let config = rc.config;
         let io_mode = match config.log_io_mode {
@@ -105,7 +114,12 @@ impl ReplicaManager {
         partitions.set_replica_lag_time_max_ms(config.replica_lag_time_max_ms);
         partitions.set_leader_quota(rc.replication_quotas.leader.clone());
         partitions.set_alter_log_dirs_quota(rc.replication_quotas.alter_log_dirs.clone());
-        let mut replica_fetchers = ReplicaFetcherManager::new(rc.shard_id, rc.broker_id, &config);
+        let inter_broker = rc
+            .cluster
+            .as_ref()
+            .map_or_else(InterBrokerSecurity::plaintext, |c| c.inter_broker.clone());
+        let mut replica_fetchers =
+            ReplicaFetcherManager::new(rc.shard_id, rc.broker_id, &config, inter_broker);
         replica_fetchers.set_quota(rc.replication_quotas.follower.clone());
         // The purgatories run on the monotonic clock, as Kafka's (hiResClockMs).
         let now = monotonic_ms();

@@ -7,6 +7,8 @@
 
 pub mod authorizer;
 pub mod credential_cache;
+pub mod inter_broker;
+pub mod jaas_context;
 pub mod sasl;
 pub mod ssl;
 

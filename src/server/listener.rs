@@ -9,12 +9,9 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 
 use crate::config::{sasl_mechanisms_of, BrokerConfig, Endpoint};
-use crate::security::sasl::{
-    parse_jaas_config, parse_jaas_file, JaasEntry, PLAIN, PLAIN_LOGIN_MODULE,
-};
+use crate::security::jaas_context::{jaas_config_key, server_jaas_entries};
+use crate::security::sasl::{PLAIN, PLAIN_LOGIN_MODULE};
 use crate::security::ssl::{SslConfigError, SslServerContext, SslSettings};
-
-const JAAS_FILE_PROPERTY: &str = "-Djava.security.auth.login.config=";
 
 /// One listener's security.
 pub struct ListenerSecurity {
@@ -80,7 +77,7 @@ impl TlsListener {
 /// The settings of `listener` in `config` (its `listener.name.` overrides
 /// first).
 pub fn ssl_settings(config: &BrokerConfig, listener: &str) -> Result<SslSettings, SslConfigError> {
-    SslSettings::from_lookup(&|key| config.listener_value(listener, key).map(str::to_string))
+    SslSettings::for_listener(config, listener)
 }
 
 /// Every listener's security, in `listeners` order; an error names the key.
@@ -141,64 +138,22 @@ fn build_listener(config: &BrokerConfig, endpoint: &Endpoint) -> Result<Listener
     })
 }
 
-/// PLAIN's JAAS entry for a listener, as Kafka's JaasContext finds it:
-/// `listener.name.<l>.plain.sasl.jaas.config`, else the JAAS file's
-/// `<l>.KafkaServer` section, else its `KafkaServer` section.
+/// PLAIN's users for a listener: the `user_<name>` options of its
+/// PlainLoginModule entry.
 fn plain_users(config: &BrokerConfig, listener: &str) -> Result<BTreeMap<String, String>, String> {
-    let key = format!(
-        "listener.name.{}.plain.sasl.jaas.config",
-        listener.to_ascii_lowercase()
-    );
-    let entries: Vec<JaasEntry> = match config.originals().get(&key) {
-        Some(text) => {
-            let entries = parse_jaas_config(text)
-                .map_err(|e| format!("Invalid value for configuration {key}: {e}"))?;
-            if entries.len() != 1 {
-                return Err(format!(
-                    "Invalid value for configuration {key}: Must supply exactly 1 non-null JAAS mechanism configuration (size was {})",
-                    entries.len()
-                ));
-            }
-            entries
-        }
-        None => jaas_file_section(listener)?,
-    };
+    let entries = server_jaas_entries(config, listener, PLAIN)?;
     let module = entries
         .iter()
         .find(|e| e.login_module == PLAIN_LOGIN_MODULE)
         .ok_or_else(|| {
-            format!("listener {listener} enables SASL mechanism PLAIN but its JAAS configuration ({key}) has no {PLAIN_LOGIN_MODULE}")
+            format!(
+                "listener {listener} enables SASL mechanism PLAIN but its JAAS configuration ({}) has no {PLAIN_LOGIN_MODULE}",
+                jaas_config_key(listener, PLAIN)
+            )
         })?;
     Ok(module
         .options
         .iter()
         .filter_map(|(k, v)| Some((k.strip_prefix("user_")?.to_string(), v.clone())))
         .collect())
-}
-
-/// The JAAS file named by `-Djava.security.auth.login.config=` in
-/// KAFKA_OPTS (how Kafka's start scripts pass it): the listener's
-/// `<l>.KafkaServer` section, else `KafkaServer`.
-fn jaas_file_section(listener: &str) -> Result<Vec<JaasEntry>, String> {
-    let listener_section = format!("{}.KafkaServer", listener.to_ascii_lowercase());
-    let missing = || {
-        format!(
-            "Could not find a 'KafkaServer' or '{listener_section}' entry in the JAAS configuration. System property 'java.security.auth.login.config' is not set"
-        )
-    };
-    let opts = std::env::var("KAFKA_OPTS").unwrap_or_default();
-    let Some(path) = opts
-        .split_whitespace()
-        .find_map(|o| o.strip_prefix(JAAS_FILE_PROPERTY))
-    else {
-        return Err(missing());
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("JAAS configuration file {path}: {e}"))?;
-    let mut sections =
-        parse_jaas_file(&text).map_err(|e| format!("JAAS configuration file {path}: {e}"))?;
-    sections
-        .remove(&listener_section)
-        .or_else(|| sections.remove("KafkaServer"))
-        .ok_or_else(missing)
 }

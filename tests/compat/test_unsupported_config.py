@@ -121,7 +121,6 @@ REFUSED = [
         },
         "sasl.enabled.mechanisms",
     ),
-    ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
     ({"principal.builder.class": "com.example.PrincipalBuilder"}, "principal.builder.class"),
     ({"create.topic.policy.class.name": "com.example.Policy"}, "create.topic.policy.class.name"),
     ({"max.connections.per.ip": "10"}, "max.connections.per.ip"),

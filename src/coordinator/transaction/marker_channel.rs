@@ -22,7 +22,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use super::transaction_coordinator::{TransactionCoordinator, TransactionResult};
 use super::transaction_metadata::{TopicPartition, TransactionMetadata, TxnTransitMetadata};
 use super::transaction_state_manager::PendingCompletion;
-use crate::controller::broker_client::round_trip;
+use crate::controller::broker_client::{round_trip, BrokerAddress};
 use crate::protocol::errors;
 use crate::protocol::errors::ErrorCode;
 use crate::replica::{TxnMarker, TxnMarkerPart};
@@ -226,9 +226,14 @@ impl TransactionCoordinator {
         parts: &[TxnMarkerPart],
     ) -> Vec<ErrorCode> {
         let request = marker_request(marker, parts);
-        let answer = round_trip(
+        let security = self.replica_manager.inter_broker_security();
+        let to = BrokerAddress {
             host,
             port,
+            security: &security,
+        };
+        let answer = round_trip(
+            to,
             ApiKey::WriteTxnMarkers,
             WRITE_TXN_MARKERS_VERSION,
             &request,

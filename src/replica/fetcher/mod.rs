@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::config::BrokerConfig;
 use crate::replica::{ReplicaManager, ReplicaQuota, UnboundedQuota};
+use crate::security::inter_broker::InterBrokerSecurity;
 use crate::util::java_string_hash;
 
 pub use process::{apply_fetched_partition, apply_out_of_range, fetch_request_for, FetchOutcome};
@@ -91,6 +92,8 @@ pub struct ReplicaFetcherManager {
     num_fetchers: u32,
     /// `replica.socket.timeout.ms`
     socket_timeout_ms: u64,
+    /// The inter-broker listener's TLS and SASL.
+    security: Arc<InterBrokerSecurity>,
     fetchers: HashMap<FetcherKey, Fetcher>,
     next_generation: u64,
     /// The broker's follower replication quota (Kafka's
@@ -108,7 +111,12 @@ fn raw_i64(config: &BrokerConfig, key: &str, default: i64) -> i64 {
 }
 
 impl ReplicaFetcherManager {
-    pub fn new(shard_id: usize, broker_id: i32, config: &BrokerConfig) -> Self {
+    pub fn new(
+        shard_id: usize,
+        broker_id: i32,
+        config: &BrokerConfig,
+        security: Arc<InterBrokerSecurity>,
+    ) -> Self {
         let settings = FetchSettings {
             replica_id: broker_id,
             max_wait_ms: config.replica_fetch_wait_max_ms,
@@ -125,6 +133,7 @@ impl ReplicaFetcherManager {
             settings,
             num_fetchers: config.num_replica_fetchers.max(1) as u32,
             socket_timeout_ms,
+            security,
             fetchers: HashMap::new(),
             next_generation: 1,
             quota: Arc::new(UnboundedQuota),
@@ -159,6 +168,7 @@ impl ReplicaFetcherManager {
                     self.settings.replica_id, key.1, self.shard_id
                 ),
                 socket_timeout_ms: self.socket_timeout_ms,
+                security: self.security.clone(),
                 quota: self.quota.clone(),
             };
             log::info!(

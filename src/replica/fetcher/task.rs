@@ -33,6 +33,7 @@ use crate::protocol::errors;
 use crate::replica::partition::Partition;
 use crate::replica::quota::{is_follower_throttled, should_follower_throttle};
 use crate::replica::{ReplicaManager, ReplicaQuota};
+use crate::security::inter_broker::{ClientStream, InterBrokerSecurity};
 use crate::util::now_ms;
 
 pub(crate) const MIN_BACKOFF_MS: u64 = 100;
@@ -148,9 +149,14 @@ pub(crate) struct FetcherTask {
     pub settings: FetchSettings,
     pub client_id: String,
     pub socket_timeout_ms: u64,
+    /// The inter-broker listener's TLS and SASL.
+    pub security: Arc<InterBrokerSecurity>,
     /// The broker's follower replication quota.
     pub quota: Arc<dyn ReplicaQuota>,
 }
+
+/// A fetcher's connection to its leader.
+type LeaderStream = ClientStream<TcpStream>;
 
 /// The follower partition, if this shard still follows it.
 fn follower_mut<'a>(
@@ -175,7 +181,7 @@ fn fetched_follower_mut<'a>(
 
 impl FetcherTask {
     pub async fn run(self) {
-        let mut stream: Option<TcpStream> = None;
+        let mut stream: Option<LeaderStream> = None;
         let mut correlation_id: i32 = 0;
         let mut connect_backoff_ms: u64 = 0;
         loop {
@@ -194,6 +200,9 @@ impl FetcherTask {
             if sent.is_empty() {
                 sleep_or_change(&self.shared, wake_in_ms).await;
                 continue;
+            }
+            if stream.as_ref().is_some_and(LeaderStream::session_expiring) {
+                stream = None;
             }
             if stream.is_none() {
                 match self.connect().await {
@@ -312,7 +321,7 @@ impl FetcherTask {
         (sent, wake_in_ms)
     }
 
-    async fn connect(&self) -> io::Result<TcpStream> {
+    async fn connect(&self) -> io::Result<LeaderStream> {
         let addr: SocketAddr = (self.leader.host.as_str(), self.leader.port)
             .to_socket_addrs()?
             .next()
@@ -322,12 +331,14 @@ impl FetcherTask {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(timeout))?;
         s.set_write_timeout(Some(timeout))?;
-        Ok(s)
+        self.security
+            .open(s, &self.leader.host, &self.client_id)
+            .await
     }
 
     async fn round_trip<M: kafka_protocol::protocol::Encodable>(
         &self,
-        stream: &mut TcpStream,
+        stream: &mut LeaderStream,
         api_key: ApiKey,
         version: i16,
         correlation_id: i32,
@@ -336,6 +347,7 @@ impl FetcherTask {
         let frame = encode_frame(api_key, version, correlation_id, &self.client_id, body)
             .map_err(io::Error::other)?;
         stream.write_all(&frame).await?;
+        stream.flush().await?;
         let mut size = [0u8; 4];
         stream.read_exact(&mut size).await?;
         let size = i32::from_be_bytes(size);
@@ -535,7 +547,7 @@ impl FetcherTask {
     /// `handleOutOfRangeError`).
     async fn handle_out_of_range(
         &self,
-        stream: &mut TcpStream,
+        stream: &mut LeaderStream,
         correlation_id: &mut i32,
         parts: Vec<Sent>,
     ) -> io::Result<()> {

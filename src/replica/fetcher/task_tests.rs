@@ -1,5 +1,6 @@
 //! The fetcher task against a scripted fake leader on a local socket.
 
+use crate::security::inter_broker::InterBrokerSecurity;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -168,7 +169,7 @@ fn fetcher_task_replicates_truncates_and_backs_off() {
             let port = listener.local_addr().unwrap().port();
             let seen = Rc::new(RefCell::new(LeaderLog::default()));
             let leader_task = glommio::spawn_local(fake_leader(listener, seen.clone()));
-            let mut m = ReplicaFetcherManager::new(0, 1, &config);
+            let mut m = ReplicaFetcherManager::new(0, 1, &config, InterBrokerSecurity::plaintext());
             m.add_partitions(&ctx, leader(2, port), vec![followed("t", 0, 5)]);
             let deadline = Instant::now() + Duration::from_secs(20);
             while !seen.borrow().done {
@@ -231,7 +232,7 @@ fn fetcher_reconnects_when_the_leader_comes_up() {
             let dir = temp_dir("reconnect");
             let config = Arc::new(broker_config(&[]));
             let ctx = follower_of_epoch_5(&dir, &config);
-            let mut m = ReplicaFetcherManager::new(0, 1, &config);
+            let mut m = ReplicaFetcherManager::new(0, 1, &config, InterBrokerSecurity::plaintext());
             m.add_partitions(&ctx, leader(2, port), vec![followed("t", 0, 5)]);
             glommio::timer::sleep(Duration::from_millis(400)).await;
             let listener = glommio::net::TcpListener::bind(("127.0.0.1", port)).unwrap();

@@ -1,3 +1,4 @@
+use crate::security::inter_broker::InterBrokerSecurity;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -112,7 +113,7 @@ fn backoff_doubles_from_100_ms_to_1_s() {
 
 #[test]
 fn manager_reads_the_replica_fetch_settings() {
-    let m = ReplicaFetcherManager::new(0, 4, &broker_config(&[]));
+    let m = ReplicaFetcherManager::new(0, 4, &broker_config(&[]), InterBrokerSecurity::plaintext());
     assert_eq!(
         m.settings,
         FetchSettings {
@@ -136,6 +137,7 @@ fn manager_reads_the_replica_fetch_settings() {
             ("replica.socket.timeout.ms", "2000"),
             ("num.replica.fetchers", "3"),
         ]),
+        InterBrokerSecurity::plaintext(),
     );
     assert_eq!(
         (
@@ -534,7 +536,12 @@ fn generation(m: &ReplicaFetcherManager, topic: &str, partition: i32) -> u64 {
 
 #[test]
 fn partitions_move_between_leaders_and_fetchers() {
-    let mut m = ReplicaFetcherManager::new(0, 3, &broker_config(&[("num.replica.fetchers", "2")]));
+    let mut m = ReplicaFetcherManager::new(
+        0,
+        3,
+        &broker_config(&[("num.replica.fetchers", "2")]),
+        InterBrokerSecurity::plaintext(),
+    );
     let started = m.place(
         leader(1, 9001),
         vec![followed("topic", 0, 1), followed("topic", 1, 1)],

@@ -3,6 +3,7 @@
 //! follower's fetcher leaving a partition out of its request, with a quota
 //! whose "exceeded" the test sets.
 
+use crate::security::inter_broker::InterBrokerSecurity;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -341,7 +342,7 @@ fn a_fetcher_leaves_out_a_throttled_partition_until_under_quota_or_in_sync() {
                 quota.clone(),
                 sent.clone(),
             ));
-            let mut m = ReplicaFetcherManager::new(0, 1, &config);
+            let mut m = ReplicaFetcherManager::new(0, 1, &config, InterBrokerSecurity::plaintext());
             m.set_quota(quota.clone());
             // Over quota from the start: a partition whose lag is unknown
             // is not in sync, so nothing is fetched.

@@ -5,6 +5,7 @@
 //! layer (Kafka's `SaslServerAuthenticator`) feeds tokens to a
 //! [`SaslServer`] and sends back what it answers.
 
+mod client;
 mod jaas;
 mod jaas_tokenizer;
 mod plain;
@@ -14,6 +15,7 @@ mod scram_messages;
 
 use std::fmt;
 
+pub use client::{ClientStep, SaslClient};
 pub use jaas::{
     jaas_option, parse_jaas_config, parse_jaas_file, JaasEntry, PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,

@@ -208,7 +208,7 @@ fn ascii_message(token: &[u8]) -> Option<String> {
 
 /// `new BigInteger(130, secureRandom).toString(36)`: a uniform 130-bit
 /// number in base 36, no leading zeros. None if the OS has no randomness.
-fn secure_random_string() -> Option<String> {
+pub(super) fn secure_random_string() -> Option<String> {
     const BITS: usize = 130;
     let mut bytes = [0u8; BITS.div_ceil(8)];
     getrandom::fill(&mut bytes).ok()?;

@@ -121,6 +121,15 @@ impl SslSettings {
     /// effective value of a key (listener overrides already applied).
     /// Stores are only read later, by [`super::SslServerContext::new`] and
     /// [`super::client_config`].
+    /// The settings of `listener` in `config`: its `listener.name.<l>.`
+    /// overrides, then the broker-wide `ssl.` keys.
+    pub fn for_listener(
+        config: &crate::config::BrokerConfig,
+        listener: &str,
+    ) -> Result<SslSettings, SslConfigError> {
+        Self::from_lookup(&|key| config.listener_value(listener, key).map(str::to_string))
+    }
+
     pub fn from_lookup(
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<SslSettings, SslConfigError> {

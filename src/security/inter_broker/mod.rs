@@ -1,0 +1,286 @@
+//! How a broker's own clients (replica fetchers, the controller channel,
+//! AlterPartition and transaction-marker requests) connect to other
+//! brokers: over the inter-broker listener's security protocol, as
+//! Kafka's client ChannelBuilder for `inter.broker.listener.name`. TLS
+//! uses the listener's `ssl.` settings (trust store, and the key store as
+//! the client certificate); SASL uses `sasl.mechanism.inter.broker.protocol`
+//! with the `username` and `password` options of the listener's JAAS entry
+//! for that mechanism, exactly the entry a Kafka broker logs in with.
+
+mod stream;
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use kafka_protocol::messages::{
+    ApiKey, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rustls::ClientConfig;
+use rustls_pki_types::ServerName;
+
+pub use stream::ClientStream;
+
+use crate::config::BrokerConfig;
+use crate::security::jaas_context::{jaas_config_key, server_jaas_entries};
+use crate::security::sasl::{
+    jaas_option, ClientStep, SaslClient, PLAIN, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE,
+};
+use crate::security::ssl::{client_config, SslSettings};
+
+const SASL_HANDSHAKE_VERSION: i16 = 1;
+const SASL_AUTHENTICATE_VERSION: i16 = 2;
+/// The largest SASL answer accepted from a broker.
+const SASL_RESPONSE_BYTES_MAX: usize = 1 << 20;
+/// Kafka's clients re-authenticate at 85-95% of the session lifetime; the
+/// brokers' own clients reconnect at 85% instead.
+const SESSION_RENEW_PERCENT: u32 = 85;
+
+/// The inter-broker listener's client side, built once at start-up.
+pub struct InterBrokerSecurity {
+    /// `inter.broker.listener.name`.
+    pub listener_name: String,
+    tls: Option<Arc<ClientConfig>>,
+    sasl: Option<SaslLogin>,
+}
+
+/// The identity a broker authenticates with.
+struct SaslLogin {
+    mechanism: String,
+    username: String,
+    password: String,
+}
+
+impl std::fmt::Debug for InterBrokerSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterBrokerSecurity")
+            .field("listener_name", &self.listener_name)
+            .field("tls", &self.tls.is_some())
+            .field("sasl", &self.sasl.as_ref().map(|s| &s.mechanism))
+            .finish()
+    }
+}
+
+impl InterBrokerSecurity {
+    /// Plaintext TCP (unit tests, and brokers whose inter-broker listener
+    /// is PLAINTEXT).
+    pub fn plaintext() -> Arc<InterBrokerSecurity> {
+        Arc::new(InterBrokerSecurity {
+            listener_name: "PLAINTEXT".into(),
+            tls: None,
+            sasl: None,
+        })
+    }
+
+    /// From the broker's config; an error names the setting at fault.
+    pub fn from_config(config: &BrokerConfig) -> Result<InterBrokerSecurity, String> {
+        let listener = config.inter_broker_listener_name.clone();
+        let protocol = config
+            .listener_security_protocol_map
+            .get(&listener)
+            .map_or("PLAINTEXT", String::as_str);
+        let tls = if protocol == "SSL" || protocol == "SASL_SSL" {
+            let invalid = |e: crate::security::ssl::SslConfigError| {
+                format!(
+                    "inter-broker listener {listener}: Invalid configuration {}: {}",
+                    e.key, e.message
+                )
+            };
+            let settings = SslSettings::for_listener(config, &listener).map_err(invalid)?;
+            Some(client_config(&settings).map_err(invalid)?)
+        } else {
+            None
+        };
+        let sasl = if protocol.starts_with("SASL_") {
+            Some(sasl_login(config, &listener)?)
+        } else {
+            None
+        };
+        Ok(InterBrokerSecurity {
+            listener_name: listener,
+            tls,
+            sasl,
+        })
+    }
+
+    /// Secures a connected socket to a broker at `host`: the TLS handshake
+    /// (the certificate checked against `host` when
+    /// `ssl.endpoint.identification.algorithm` is https), then the SASL
+    /// exchange. An error means the connection is unusable.
+    pub async fn open<S>(&self, tcp: S, host: &str, client_id: &str) -> io::Result<ClientStream<S>>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut stream = match &self.tls {
+            None => ClientStream::plain(tcp),
+            Some(config) => {
+                let name = ServerName::try_from(host.to_string())
+                    .map_err(|e| io::Error::other(format!("TLS server name {host}: {e}")))?;
+                let tls = futures_rustls::TlsConnector::from(config.clone())
+                    .connect(name, tcp)
+                    .await?;
+                ClientStream::tls(tls)
+            }
+        };
+        if let Some(login) = &self.sasl {
+            let lifetime_ms = authenticate(&mut stream, login, client_id).await?;
+            if lifetime_ms > 0 {
+                let renew_ms = lifetime_ms as u64 * u64::from(SESSION_RENEW_PERCENT) / 100;
+                stream.renew_at = Some(Instant::now() + Duration::from_millis(renew_ms));
+            }
+        }
+        Ok(stream)
+    }
+}
+
+/// `sasl.mechanism.inter.broker.protocol` and the `username` and `password`
+/// of the inter-broker listener's JAAS entry for it.
+fn sasl_login(config: &BrokerConfig, listener: &str) -> Result<SaslLogin, String> {
+    let mechanism = config
+        .originals()
+        .get("sasl.mechanism.inter.broker.protocol")
+        .map_or("GSSAPI", String::as_str)
+        .trim()
+        .to_ascii_uppercase();
+    let module = if mechanism == PLAIN {
+        PLAIN_LOGIN_MODULE
+    } else if mechanism.starts_with("SCRAM-") {
+        SCRAM_LOGIN_MODULE
+    } else {
+        return Err(format!(
+            "sasl.mechanism.inter.broker.protocol {mechanism}: kshard's brokers authenticate to each other with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+        ));
+    };
+    let entries = server_jaas_entries(config, listener, &mechanism)?;
+    let option = |key: &str| {
+        jaas_option(&entries, key, module).map(str::to_string).ok_or_else(|| {
+            format!(
+                "inter-broker listener {listener}: the JAAS configuration for SASL mechanism {mechanism} ({} or the JAAS file) has no {key} option for {module}; brokers log in to each other with it",
+                jaas_config_key(listener, &mechanism)
+            )
+        })
+    };
+    Ok(SaslLogin {
+        username: option("username")?,
+        password: option("password")?,
+        mechanism,
+    })
+}
+
+/// SaslHandshake v1 and SaslAuthenticate v2 rounds until the client is
+/// done; returns the session lifetime the broker granted (0: unbounded).
+async fn authenticate<S>(
+    stream: &mut ClientStream<S>,
+    login: &SaslLogin,
+    client_id: &str,
+) -> io::Result<i64>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let handshake = SaslHandshakeRequest::default()
+        .with_mechanism(StrBytes::from_string(login.mechanism.clone()));
+    let answer: SaslHandshakeResponse = sasl_round_trip(
+        stream,
+        ApiKey::SaslHandshake,
+        SASL_HANDSHAKE_VERSION,
+        0,
+        client_id,
+        &handshake,
+    )
+    .await?;
+    if answer.error_code != 0 {
+        let enabled: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+        return Err(io::Error::other(format!(
+            "SaslHandshake for {}: error {}; the broker enables {enabled:?}",
+            login.mechanism, answer.error_code
+        )));
+    }
+    let mut client = SaslClient::new(&login.mechanism, &login.username, &login.password)
+        .ok_or_else(|| io::Error::other(format!("no SASL client for {}", login.mechanism)))?;
+    let mut token = client.initial_response();
+    for correlation_id in 1.. {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+        let answer: SaslAuthenticateResponse = sasl_round_trip(
+            stream,
+            ApiKey::SaslAuthenticate,
+            SASL_AUTHENTICATE_VERSION,
+            correlation_id,
+            client_id,
+            &request,
+        )
+        .await?;
+        if answer.error_code != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "SASL {} authentication as {} failed: {}",
+                    login.mechanism,
+                    login.username,
+                    answer.error_message.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+        match client
+            .evaluate(&answer.auth_bytes)
+            .map_err(io::Error::other)?
+        {
+            ClientStep::Send(next) => token = next,
+            ClientStep::Done => return Ok(answer.session_lifetime_ms),
+        }
+    }
+    unreachable!("the correlation ids never run out before the exchange ends")
+}
+
+async fn sasl_round_trip<S, Req, Resp>(
+    stream: &mut ClientStream<S>,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    body: &Req,
+) -> io::Result<Resp>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    Req: Encodable,
+    Resp: Decodable,
+{
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let mut frame = BytesMut::new();
+    frame.put_i32(0);
+    header
+        .encode(&mut frame, api_key.request_header_version(version))
+        .and_then(|()| body.encode(&mut frame, version))
+        .map_err(|e| io::Error::other(format!("encoding {api_key:?}: {e}")))?;
+    let len = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+    stream.write_all(&frame).await?;
+    stream.flush().await?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).await?;
+    let size = i32::from_be_bytes(size);
+    if size < 4 || size as usize > SASL_RESPONSE_BYTES_MAX {
+        return Err(io::Error::other(format!(
+            "{api_key:?} response of {size} bytes"
+        )));
+    }
+    let mut buf = vec![0u8; size as usize];
+    stream.read_exact(&mut buf).await?;
+    let mut buf = Bytes::from(buf);
+    let decoded = ResponseHeader::decode(&mut buf, api_key.response_header_version(version))
+        .and_then(|h| Ok((h, Resp::decode(&mut buf, version)?)));
+    match decoded {
+        Ok((h, body)) if h.correlation_id == correlation_id && !buf.has_remaining() => Ok(body),
+        Ok(_) => Err(io::Error::other(format!(
+            "{api_key:?} response does not match its request"
+        ))),
+        Err(e) => Err(io::Error::other(format!("decoding {api_key:?}: {e}"))),
+    }
+}
