@@ -55,12 +55,9 @@ fuzz_target!(|data: &[u8]| {
         panic!("{mechanism} is built in");
     };
     for _ in 0..TOKENS_MAX {
-        let Some((length, tail)) = rest.split_first_chunk::<2>() else {
+        let Some(token) = next_token(&mut rest) else {
             return;
         };
-        let length = usize::from(u16::from_be_bytes(*length)).min(tail.len());
-        let (token, tail) = tail.split_at(length);
-        rest = tail;
         if let Ok(SaslStep::Complete { authorization_id, .. }) = server.evaluate(token, &Alice) {
             assert_eq!(authorization_id, USER);
         }
@@ -74,15 +71,21 @@ fn client_side(mechanism: &str, mut rest: &[u8]) {
     };
     let _first = client.initial_response();
     for _ in 0..TOKENS_MAX {
-        let Some((length, tail)) = rest.split_first_chunk::<2>() else {
+        let Some(token) = next_token(&mut rest) else {
             return;
         };
-        let length = usize::from(u16::from_be_bytes(*length)).min(tail.len());
-        let (token, tail) = tail.split_at(length);
-        rest = tail;
         match client.evaluate(token) {
             Ok(ClientStep::Send(_)) => {}
             Ok(ClientStep::Done) | Err(_) => return,
         }
     }
+}
+
+/// The next `[length: u16 BE][bytes]` token (cut short at the input's end).
+fn next_token<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let (length, tail) = rest.split_first_chunk::<2>()?;
+    let length = usize::from(u16::from_be_bytes(*length)).min(tail.len());
+    let (token, tail) = tail.split_at(length);
+    *rest = tail;
+    Some(token)
 }

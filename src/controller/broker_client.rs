@@ -5,13 +5,12 @@
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::Encodable;
 
 use crate::controller::channel::encode_request_frame;
-use crate::security::inter_broker::InterBrokerSecurity;
+use crate::security::inter_broker::{exchange_frame, InterBrokerSecurity};
 
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
@@ -58,23 +57,9 @@ pub async fn round_trip<M: Encodable>(
             .open(tcp, host, client_id)
             .await
             .map_err(|e| format!("securing the connection to {addr}: {e}"))?;
-        stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-        stream.flush().await.map_err(|e| e.to_string())?;
-        let mut size = [0u8; 4];
-        stream
-            .read_exact(&mut size)
+        let mut b = exchange_frame(&mut stream, &frame, MAX_RESPONSE_BYTES)
             .await
             .map_err(|e| e.to_string())?;
-        let size = i32::from_be_bytes(size);
-        if size < 4 || size as usize > MAX_RESPONSE_BYTES {
-            return Err(format!("bad response size {size}"));
-        }
-        let mut buf = vec![0u8; size as usize];
-        stream
-            .read_exact(&mut buf)
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut b = Bytes::from(buf);
         let correlation_id = b.get_i32();
         if correlation_id != 1 {
             return Err(format!("correlation id {correlation_id}"));

@@ -12,11 +12,10 @@ use std::time::Duration;
 
 use async_io::{block_on, Async, Timer};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::protocol::Encodable;
 
 use crate::protocol::inter_broker;
-use crate::security::inter_broker::{ClientStream, InterBrokerSecurity};
+use crate::security::inter_broker::{exchange_frame, ClientStream, InterBrokerSecurity};
 
 /// The controller's connection to one broker: a std socket driven by
 /// async-io's reactor on the sender thread (TLS needs a socket that can
@@ -235,19 +234,10 @@ impl RequestSendThread {
             inter_broker::response_header_version(req.api_key, req.api_version);
         let timeout_ms = self.socket_timeout_ms;
         let stream = self.connect()?;
-        let mut body = block_on(within(timeout_ms, async {
-            stream.write_all(&frame).await?;
-            stream.flush().await?;
-            let mut size = [0u8; 4];
-            stream.read_exact(&mut size).await?;
-            let size = i32::from_be_bytes(size);
-            if size < 4 || size as usize > MAX_RESPONSE_BYTES {
-                return Err(std::io::Error::other(format!("bad response size {size}")));
-            }
-            let mut buf = vec![0u8; size as usize];
-            stream.read_exact(&mut buf).await?;
-            Ok(Bytes::from(buf))
-        }))?;
+        let mut body = block_on(within(
+            timeout_ms,
+            exchange_frame(stream, &frame, MAX_RESPONSE_BYTES),
+        ))?;
         let got = body.get_i32();
         if got != correlation_id {
             return Err(std::io::Error::other(format!(

@@ -14,7 +14,6 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use indexmap::IndexMap;
 use kafka_protocol::messages::ApiKey;
@@ -33,7 +32,7 @@ use crate::protocol::errors;
 use crate::replica::partition::Partition;
 use crate::replica::quota::{is_follower_throttled, should_follower_throttle};
 use crate::replica::{ReplicaManager, ReplicaQuota};
-use crate::security::inter_broker::{ClientStream, InterBrokerSecurity};
+use crate::security::inter_broker::{exchange_frame, ClientStream, InterBrokerSecurity};
 use crate::util::now_ms;
 
 pub(crate) const MIN_BACKOFF_MS: u64 = 100;
@@ -346,17 +345,8 @@ impl FetcherTask {
     ) -> io::Result<Bytes> {
         let frame = encode_frame(api_key, version, correlation_id, &self.client_id, body)
             .map_err(io::Error::other)?;
-        stream.write_all(&frame).await?;
-        stream.flush().await?;
-        let mut size = [0u8; 4];
-        stream.read_exact(&mut size).await?;
-        let size = i32::from_be_bytes(size);
-        if size < 4 || size as usize > MAX_RESPONSE_BYTES {
-            return Err(io::Error::other(format!("bad response size {size}")));
-        }
-        let mut buf = vec![0u8; size as usize];
-        stream.read_exact(&mut buf).await?;
-        response_body(Bytes::from(buf), api_key, version, correlation_id).map_err(io::Error::other)
+        let buf = exchange_frame(stream, &frame, MAX_RESPONSE_BYTES).await?;
+        response_body(buf, api_key, version, correlation_id).map_err(io::Error::other)
     }
 
     fn delay_all(&self, sent: &[Sent], now: u64) {

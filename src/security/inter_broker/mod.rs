@@ -261,19 +261,8 @@ where
         .map_err(|e| io::Error::other(format!("encoding {api_key:?}: {e}")))?;
     let len = (frame.len() - 4) as i32;
     frame[..4].copy_from_slice(&len.to_be_bytes());
-    stream.write_all(&frame).await?;
-    stream.flush().await?;
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).await?;
-    let size = i32::from_be_bytes(size);
-    if size < 4 || size as usize > SASL_RESPONSE_BYTES_MAX {
-        return Err(io::Error::other(format!(
-            "{api_key:?} response of {size} bytes"
-        )));
-    }
-    let mut buf = vec![0u8; size as usize];
-    stream.read_exact(&mut buf).await?;
-    let mut buf = Bytes::from(buf);
+    let buf = exchange_frame(stream, &frame, SASL_RESPONSE_BYTES_MAX).await?;
+    let mut buf = buf;
     let decoded = ResponseHeader::decode(&mut buf, api_key.response_header_version(version))
         .and_then(|h| Ok((h, Resp::decode(&mut buf, version)?)));
     match decoded {
@@ -283,4 +272,27 @@ where
         ))),
         Err(e) => Err(io::Error::other(format!("decoding {api_key:?}: {e}"))),
     }
+}
+
+/// Sends one size-prefixed request `frame` and reads the size-prefixed
+/// response (without its size), refusing one over `response_bytes_max`.
+pub async fn exchange_frame<S>(
+    stream: &mut S,
+    frame: &[u8],
+    response_bytes_max: usize,
+) -> io::Result<Bytes>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    stream.write_all(frame).await?;
+    stream.flush().await?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).await?;
+    let size = i32::from_be_bytes(size);
+    if size < 4 || size as usize > response_bytes_max {
+        return Err(io::Error::other(format!("bad response size {size}")));
+    }
+    let mut buf = vec![0u8; size as usize];
+    stream.read_exact(&mut buf).await?;
+    Ok(Bytes::from(buf))
 }
