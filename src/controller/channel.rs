@@ -15,7 +15,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::Encodable;
 
 use crate::protocol::inter_broker;
-use crate::security::inter_broker::{exchange_frame, ClientStream, InterBrokerSecurity};
+use crate::security::inter_broker::{
+    connect_failure_level, exchange_frame, ClientStream, InterBrokerSecurity,
+};
 
 /// The controller's connection to one broker: a std socket driven by
 /// async-io's reactor on the sender thread (TLS needs a socket that can
@@ -182,7 +184,8 @@ impl RequestSendThread {
                         }
                     }
                     Err(e) => {
-                        log::debug!(
+                        log::log!(
+                            connect_failure_level(&e),
                             "controller request {} to broker {} at {}:{} failed: {e}; retrying",
                             r.api_key,
                             self.target_broker_id,

@@ -17,6 +17,10 @@ ssl.endpoint.identification.algorithm keeps its default, https).
   out of the ISR of a partition led by another broker, while a broker
   with the right password joins it. That shows the followers do log in over
   the SASL_SSL listener.
+- With min.insync.replicas=3, acks=all produces succeed (and all three
+  brokers stay in the ISR) over an SSL inter-broker listener that requires
+  client certificates, and over SASL_PLAINTEXT with PLAIN chosen by the
+  older key security.inter.broker.protocol.
 """
 
 import json
@@ -120,3 +124,76 @@ def test_follower_with_a_wrong_inter_broker_password_stays_out_of_the_isr(cluste
         time.sleep(5)
         isr = cluster.partition_state(topic, 0)["isr"]
         assert 3 not in isr, f"broker 3 joined the ISR {isr} with a wrong inter-broker password"
+
+
+def ssl_mutual_overrides(certs):
+    """An SSL inter-broker listener that requires client certificates."""
+    return {
+        **du.CLUSTER_OVERRIDES,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "inter.broker.listener.name": "SSL",
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.ssl.ssl.keystore.type": "PEM",
+        "listener.name.ssl.ssl.keystore.location": str(certs.path("broker")),
+        "listener.name.ssl.ssl.truststore.type": "PEM",
+        "listener.name.ssl.ssl.truststore.location": str(certs.ca),
+    }
+
+
+def sasl_plain_overrides(_certs):
+    """SASL_PLAINTEXT with PLAIN, chosen by the older key
+    security.inter.broker.protocol (the listener is named after it)."""
+    return {
+        **du.CLUSTER_OVERRIDES,
+        "security.inter.broker.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="admin" password="{ADMIN_PASSWORD}" user_admin="{ADMIN_PASSWORD}";',
+    }
+
+
+def second_listener(name):
+    def listeners(b):
+        b.secure_port = cl.cu.free_port()
+        return {"listeners": f"PLAINTEXT://127.0.0.1:{b.port},{name}://127.0.0.1:{b.secure_port}"}
+
+    return listeners
+
+
+@pytest.mark.needs_replication
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("protocol,overrides", [("SSL", ssl_mutual_overrides),
+                                                ("SASL_PLAINTEXT", sasl_plain_overrides)],
+                         ids=["ssl-client-auth-required", "sasl-plaintext-plain"])
+def test_acks_all_with_every_replica_over_a_secured_inter_broker_listener(cluster, certs, protocol, overrides):
+    """min.insync.replicas=3: every acknowledgement needs both followers to
+    have fetched over the secured listener."""
+    from confluent_kafka import Consumer, Producer
+
+    cluster.start(3, overrides(certs), per_broker=second_listener(protocol))
+    topic = f"secure-{protocol.lower()}"
+    du.create_durability_topic(cluster, topic, 2, min_isr=3)
+    delivered, failed = [], []
+    p = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all", "enable.idempotence": True,
+                  "message.timeout.ms": 60000})
+    for i in range(200):
+        p.produce(topic, value=f"r{i}".encode(), partition=i % 2,
+                  on_delivery=lambda err, m: (failed if err else delivered).append(err or m.value()))
+    assert p.flush(90) == 0
+    assert not failed, failed[:3]
+    assert len(delivered) == 200
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"g-{protocol}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    seen = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < 200 and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            seen.add(m.value())
+    c.close()
+    assert seen == set(delivered)
+    for part in range(2):
+        assert sorted(cluster.partition_state(topic, part)["isr"]) == [1, 2, 3]

@@ -32,7 +32,9 @@ use crate::protocol::errors;
 use crate::replica::partition::Partition;
 use crate::replica::quota::{is_follower_throttled, should_follower_throttle};
 use crate::replica::{ReplicaManager, ReplicaQuota};
-use crate::security::inter_broker::{exchange_frame, ClientStream, InterBrokerSecurity};
+use crate::security::inter_broker::{
+    connect_failure_level, exchange_frame, ClientStream, InterBrokerSecurity,
+};
 use crate::util::now_ms;
 
 pub(crate) const MIN_BACKOFF_MS: u64 = 100;
@@ -208,7 +210,8 @@ impl FetcherTask {
                     Ok(s) => stream = Some(s),
                     Err(e) => {
                         connect_backoff_ms = next_backoff_ms(connect_backoff_ms);
-                        log::debug!(
+                        log::log!(
+                            connect_failure_level(&e),
                             "{}: connecting to leader {} at {}:{}: {e}; retrying in {connect_backoff_ms} ms",
                             self.client_id,
                             self.leader.broker_id,

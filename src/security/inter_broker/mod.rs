@@ -34,6 +34,9 @@ use crate::security::ssl::{client_config, SslSettings};
 
 const SASL_HANDSHAKE_VERSION: i16 = 1;
 const SASL_AUTHENTICATE_VERSION: i16 = 2;
+/// PLAIN takes one SaslAuthenticate round and SCRAM two; a broker that
+/// asks for more is not speaking either.
+const SASL_ROUNDS_MAX: i32 = 4;
 /// The largest SASL answer accepted from a broker.
 const SASL_RESPONSE_BYTES_MAX: usize = 1 << 20;
 /// Kafka's clients re-authenticate at 85-95% of the session lifetime; the
@@ -137,6 +140,17 @@ impl InterBrokerSecurity {
     }
 }
 
+/// How loudly to log a failed connection to a broker: a refused login is a
+/// configuration error an operator must see (Kafka logs it as an error);
+/// a broker that is down is routine.
+pub fn connect_failure_level(e: &io::Error) -> log::Level {
+    if e.kind() == io::ErrorKind::PermissionDenied {
+        log::Level::Error
+    } else {
+        log::Level::Debug
+    }
+}
+
 /// `sasl.mechanism.inter.broker.protocol` and the `username` and `password`
 /// of the inter-broker listener's JAAS entry for it.
 fn sasl_login(config: &BrokerConfig, listener: &str) -> Result<SaslLogin, String> {
@@ -202,7 +216,7 @@ where
     let mut client = SaslClient::new(&login.mechanism, &login.username, &login.password)
         .ok_or_else(|| io::Error::other(format!("no SASL client for {}", login.mechanism)))?;
     let mut token = client.initial_response();
-    for correlation_id in 1.. {
+    for correlation_id in 1..=SASL_ROUNDS_MAX {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
         let answer: SaslAuthenticateResponse = sasl_round_trip(
             stream,
@@ -232,7 +246,10 @@ where
             ClientStep::Done => return Ok(answer.session_lifetime_ms),
         }
     }
-    unreachable!("the correlation ids never run out before the exchange ends")
+    Err(io::Error::other(format!(
+        "SASL {} did not complete in {SASL_ROUNDS_MAX} rounds",
+        login.mechanism
+    )))
 }
 
 async fn sasl_round_trip<S, Req, Resp>(
@@ -295,4 +312,89 @@ where
     let mut buf = vec![0u8; size as usize];
     stream.read_exact(&mut buf).await?;
     Ok(Bytes::from(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    const SCRAM_JAAS: &str = "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"admin-secret\";";
+
+    fn security(pairs: &[(&str, &str)]) -> Result<InterBrokerSecurity, String> {
+        let mut map: BTreeMap<String, String> = [
+            ("listeners", "PLAINTEXT://:9092"),
+            ("log.dirs", "/tmp/kshard-inter-broker-tests"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        map.extend(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let config = BrokerConfig::from_map(&map).map_err(|e| e.to_string())?;
+        InterBrokerSecurity::from_config(&config)
+    }
+
+    #[test]
+    fn plaintext_needs_no_settings() {
+        let s = security(&[]).unwrap();
+        assert_eq!(s.listener_name, "PLAINTEXT");
+        assert!(s.tls.is_none() && s.sasl.is_none());
+    }
+
+    #[test]
+    fn the_login_is_the_listener_jaas_entry_for_the_mechanism() {
+        let s = security(&[
+            ("listeners", "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"),
+            ("inter.broker.listener.name", "SASL_PLAINTEXT"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+            ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+            (
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config",
+                SCRAM_JAAS,
+            ),
+        ])
+        .unwrap();
+        let login = s.sasl.as_ref().unwrap();
+        assert_eq!(
+            (login.mechanism.as_str(), login.username.as_str()),
+            ("SCRAM-SHA-512", "admin")
+        );
+        assert_eq!(login.password, "admin-secret");
+        assert!(s.tls.is_none());
+        assert!(!format!("{s:?}").contains("admin-secret"), "{s:?}");
+    }
+
+    #[test]
+    fn a_jaas_entry_without_credentials_is_refused_naming_its_key() {
+        let e = security(&[
+            ("listeners", "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"),
+            ("inter.broker.listener.name", "SASL_PLAINTEXT"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+            ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-256"),
+            (
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            ),
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config")
+                && e.contains("username"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn tls_between_brokers_needs_a_trust_store() {
+        let e = security(&[
+            ("listeners", "PLAINTEXT://:9092,SSL://:9093"),
+            ("inter.broker.listener.name", "SSL"),
+        ])
+        .unwrap_err();
+        assert!(
+            e.starts_with("inter-broker listener SSL: Invalid configuration"),
+            "{e}"
+        );
+    }
 }
