@@ -9,7 +9,7 @@ use glommio::net::TcpStream;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::Encodable;
 
-use crate::controller::channel::encode_request_frame;
+use crate::protocol::client_frame::encode_request_frame;
 use crate::security::inter_broker::{exchange_frame, InterBrokerSecurity};
 
 const MAX_RESPONSE_BYTES: usize = 16 << 20;

@@ -11,9 +11,10 @@ use std::thread;
 use std::time::Duration;
 
 use async_io::{block_on, Async, Timer};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::protocol::Encodable;
 
+use crate::protocol::client_frame::encode_request_frame;
 use crate::protocol::inter_broker;
 use crate::security::inter_broker::{
     connect_failure_level, exchange_frame, ClientStream, InterBrokerSecurity,
@@ -268,33 +269,6 @@ async fn within<T>(
         ))
     };
     futures_lite::future::or(exchange, timeout).await
-}
-
-/// A size-prefixed request frame with header v0/v1/v2.
-pub fn encode_request_frame(
-    api_key: i16,
-    api_version: i16,
-    header_version: i16,
-    correlation_id: i32,
-    client_id: &str,
-    body: &[u8],
-) -> Bytes {
-    let mut buf = BytesMut::with_capacity(32 + client_id.len() + body.len());
-    buf.put_i32(0);
-    buf.put_i16(api_key);
-    buf.put_i16(api_version);
-    buf.put_i32(correlation_id);
-    if header_version >= 1 {
-        buf.put_i16(client_id.len() as i16);
-        buf.put_slice(client_id.as_bytes());
-    }
-    if header_version >= 2 {
-        buf.put_u8(0); // no tagged fields
-    }
-    buf.put_slice(body);
-    let len = (buf.len() - 4) as i32;
-    buf[0..4].copy_from_slice(&len.to_be_bytes());
-    buf.freeze()
 }
 
 fn read_unsigned_varint(buf: &mut Bytes) -> std::io::Result<u32> {

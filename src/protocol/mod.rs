@@ -3,6 +3,7 @@
 //! except the Fetch response, which has its own encoder (`fetch_encoder`) so
 //! record bytes can go from segment files to the socket by sendfile.
 
+pub mod client_frame;
 pub mod errors;
 pub mod fetch_encoder;
 #[cfg(test)]

@@ -5,17 +5,16 @@
 
 use std::collections::HashMap;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    ResponseHeader, TopicName,
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use uuid::Uuid;
 
-use crate::controller::channel::encode_request_frame;
+pub use crate::protocol::client_frame::{encode_frame, response_body};
 use crate::protocol::errors::ErrorCode;
 
 pub const FETCH_VERSION_WITH_TOPIC_IDS: i16 = 13;
@@ -121,46 +120,6 @@ pub fn follower_fetch_request(
         // -1: FINAL_EPOCH, a full fetch without a session.
         .with_session_epoch(-1)
         .with_topics(topics)
-}
-
-/// Encodes a request body with its size prefix and request header.
-pub fn encode_frame<M: Encodable>(
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    client_id: &str,
-    body: &M,
-) -> Result<Bytes, String> {
-    let mut buf = BytesMut::new();
-    body.encode(&mut buf, version)
-        .map_err(|e| format!("encoding {api_key:?} v{version}: {e}"))?;
-    Ok(encode_request_frame(
-        api_key as i16,
-        version,
-        api_key.request_header_version(version),
-        correlation_id,
-        client_id,
-        &buf,
-    ))
-}
-
-/// Strips the response header (size prefix already removed), checking the
-/// correlation id; returns the body.
-pub fn response_body(
-    mut frame: Bytes,
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-) -> Result<Bytes, String> {
-    let header = ResponseHeader::decode(&mut frame, api_key.response_header_version(version))
-        .map_err(|e| format!("{api_key:?} response header: {e}"))?;
-    if header.correlation_id != correlation_id {
-        return Err(format!(
-            "{api_key:?} response has correlation id {}, expected {correlation_id}",
-            header.correlation_id
-        ));
-    }
-    Ok(frame)
 }
 
 /// Decodes a fetch response body and matches its partitions to the

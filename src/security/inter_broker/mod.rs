@@ -13,11 +13,11 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use kafka_protocol::messages::{
-    ApiKey, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use rustls::ClientConfig;
@@ -26,6 +26,7 @@ use rustls_pki_types::ServerName;
 pub use stream::ClientStream;
 
 use crate::config::BrokerConfig;
+use crate::protocol::client_frame::{encode_frame, response_body};
 use crate::security::jaas_context::{jaas_config_key, server_jaas_entries};
 use crate::security::sasl::{
     jaas_option, ClientStep, SaslClient, PLAIN, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE,
@@ -265,30 +266,19 @@ where
     Req: Encodable,
     Resp: Decodable,
 {
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
-    let mut frame = BytesMut::new();
-    frame.put_i32(0);
-    header
-        .encode(&mut frame, api_key.request_header_version(version))
-        .and_then(|()| body.encode(&mut frame, version))
-        .map_err(|e| io::Error::other(format!("encoding {api_key:?}: {e}")))?;
-    let len = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&len.to_be_bytes());
-    let buf = exchange_frame(stream, &frame, SASL_RESPONSE_BYTES_MAX).await?;
-    let mut buf = buf;
-    let decoded = ResponseHeader::decode(&mut buf, api_key.response_header_version(version))
-        .and_then(|h| Ok((h, Resp::decode(&mut buf, version)?)));
-    match decoded {
-        Ok((h, body)) if h.correlation_id == correlation_id && !buf.has_remaining() => Ok(body),
-        Ok(_) => Err(io::Error::other(format!(
-            "{api_key:?} response does not match its request"
-        ))),
-        Err(e) => Err(io::Error::other(format!("decoding {api_key:?}: {e}"))),
+    let frame = encode_frame(api_key, version, correlation_id, client_id, body)
+        .map_err(io::Error::other)?;
+    let answer = exchange_frame(stream, &frame, SASL_RESPONSE_BYTES_MAX).await?;
+    let mut body =
+        response_body(answer, api_key, version, correlation_id).map_err(io::Error::other)?;
+    let decoded = Resp::decode(&mut body, version)
+        .map_err(|e| io::Error::other(format!("decoding {api_key:?}: {e}")))?;
+    if body.has_remaining() {
+        return Err(io::Error::other(format!(
+            "{api_key:?} response has bytes after its body"
+        )));
     }
+    Ok(decoded)
 }
 
 /// Sends one size-prefixed request `frame` and reads the size-prefixed
