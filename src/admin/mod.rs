@@ -4,6 +4,7 @@
 //! both share (`validate.rs`), Kafka's replica placement (`assignment/`) and
 //! the request limits. The mode is fixed when the broker starts.
 
+pub mod acls;
 pub mod assignment;
 pub mod auto_topic_creation;
 pub mod client_quotas;

@@ -6,6 +6,7 @@
 //! `ClusterHandle::zk_call`, which runs the blocking call on the ZooKeeper
 //! worker thread so no shard ever waits on the network.
 
+pub mod acl_changes;
 pub mod config_changes;
 
 use std::path::PathBuf;
@@ -22,6 +23,10 @@ use crate::metadata::meta_properties::{
 use crate::metadata::topics;
 use crate::metadata::MetadataStore;
 use crate::protocol::errors::ErrorCode;
+use crate::controller::ChangeListener;
+use crate::metadata::acls::CHANGE_PATHS;
+use crate::metadata::topics::CONFIG_CHANGES_PATH;
+use crate::security::authorizer::AclAuthorizer;
 use crate::security::inter_broker::InterBrokerSecurity;
 use crate::zk::{ZkClient, ZkConfig};
 
@@ -230,6 +235,7 @@ fn resolve_broker_id(
 pub fn start(
     mut config: BrokerConfig,
     log_dirs: &[PathBuf],
+    authorizer: Option<Arc<AclAuthorizer>>,
 ) -> Result<(Arc<ClusterHandle>, BrokerConfig), String> {
     let connect = config
         .zookeeper_connect
@@ -269,11 +275,25 @@ pub fn start(
     let (wake_tx, wake_rx) = crossbeam_channel::unbounded::<()>();
     let (changes_tx, changes_rx) = futures_channel::mpsc::unbounded();
     config_changes::spawn(zk.clone(), wake_rx, changes_tx)?;
+    let mut listeners = vec![ChangeListener {
+        paths: vec![CONFIG_CHANGES_PATH],
+        wake: wake_tx,
+    }];
+    if let Some(authorizer) = authorizer {
+        // Before serving: the first request is judged by the stored ACLs.
+        let last = acl_changes::load(&mut zk, &authorizer)?;
+        let (acl_wake_tx, acl_wake_rx) = crossbeam_channel::unbounded::<()>();
+        acl_changes::spawn(zk.clone(), acl_wake_rx, authorizer, last)?;
+        listeners.push(ChangeListener {
+            paths: CHANGE_PATHS.to_vec(),
+            wake: acl_wake_tx,
+        });
+    }
     let controller = crate::controller::spawn(
         zk.clone(),
         Arc::new(config.clone()),
         dynamic_config.clone(),
-        wake_tx,
+        listeners,
         inter_broker.clone(),
     )?;
     let handle = Arc::new(ClusterHandle {

@@ -33,14 +33,21 @@ pub enum When {
     NonEmpty,
     /// Any value other than Kafka's default.
     NotDefault,
+    /// A non-empty value other than these.
+    NoneOf(&'static [&'static str]),
 }
 
 use Support::{Accepted, Acted, Refused};
 
 const JSSE_ONLY: &str =
     "it tunes Java's TLS implementation (JSSE); kshard's TLS is rustls, configured by the other ssl. keys";
-const NO_AUTHORIZER: &str =
-    "it is read only by an authorizer, which kshard refuses (authorizer.class.name)";
+/// The authorizers kshard is: Kafka's ZooKeeper-mode AclAuthorizer, and
+/// the KRaft StandardAuthorizer (the same ACL semantics) so a KRaft
+/// config carries over; both keep ACLs where kshard keeps metadata.
+pub const AUTHORIZER_CLASSES: &[&str] = &[
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+];
 const NO_TIERED: &str =
     "it applies only to tiered storage, which kshard refuses (remote.log.storage.system.enable)";
 const KRAFT_ONLY: &str = "it applies only to KRaft mode, which kshard refuses (process.roles)";
@@ -49,9 +56,9 @@ const KRAFT_ONLY: &str = "it applies only to KRaft mode, which kshard refuses (p
 #[rustfmt::skip]
 pub static SUPPORT: &[(&str, Support)] = &[
     ("advertised.listeners", Acted),
-    ("allow.everyone.if.no.acl.found", Accepted(NO_AUTHORIZER)),
+    ("allow.everyone.if.no.acl.found", Acted),
     ("alter.config.policy.class.name", Refused(When::NonEmpty, "kshard enforces no alter-configs policy (it cannot load Java classes); every valid AlterConfigs would be allowed")),
-    ("authorizer.class.name", Refused(When::NonEmpty, "kshard has no authorizer: ACLs would not be enforced and every client could do everything")),
+    ("authorizer.class.name", Refused(When::NoneOf(AUTHORIZER_CLASSES), "kshard cannot load Java classes; its authorizer is Kafka's AclAuthorizer (kafka.security.authorizer.AclAuthorizer or org.apache.kafka.metadata.authorizer.StandardAuthorizer)")),
     ("client.quota.callback.class", Refused(When::NonEmpty, "kshard enforces no client quotas (it cannot load Java classes)")),
     ("compression.type", Refused(When::NotDefault, "kshard stores batches as the producer compressed them; it does not recompress to a broker-wide codec (only 'producer' is supported)")),
     ("connection.failed.authentication.delay.ms", Acted),
@@ -139,7 +146,7 @@ pub static SUPPORT: &[(&str, Support)] = &[
     ("ssl.provider", Accepted(JSSE_ONLY)),
     ("ssl.secure.random.implementation", Accepted(JSSE_ONLY)),
     ("ssl.trustmanager.algorithm", Accepted(JSSE_ONLY)),
-    ("super.users", Accepted(NO_AUTHORIZER)),
+    ("super.users", Acted),
     ("transaction.", Acted),
     ("transaction.state.log.load.buffer.size", Accepted("kshard loads the transaction log 4 MiB at a time")),
     ("transactional.id.expiration.ms", Acted),
@@ -196,6 +203,7 @@ fn asks_for_more(key: &str, value: &str, when: When) -> bool {
     match when {
         When::True => value.eq_ignore_ascii_case("true"),
         When::NonEmpty => !value.is_empty(),
+        When::NoneOf(allowed) => !value.is_empty() && !allowed.contains(&value),
         When::NotDefault => {
             let base = listener_base(key).unwrap_or(key);
             let def = defs::broker_def(base);
@@ -251,14 +259,7 @@ mod tests {
     #[test]
     fn refusals_name_the_key() {
         let cases: &[(&str, &str)] = &[
-            (
-                "authorizer.class.name",
-                "kafka.security.authorizer.AclAuthorizer",
-            ),
-            (
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            ),
+            ("authorizer.class.name", "com.example.Authorizer"),
             ("principal.builder.class", "com.example.Builder"),
             ("create.topic.policy.class.name", "com.example.Policy"),
             ("process.roles", "broker,controller"),
@@ -284,6 +285,14 @@ mod tests {
     fn defaults_and_harmless_values_pass() {
         for pairs in [
             &[("authorizer.class.name", "")][..],
+            &[(
+                "authorizer.class.name",
+                "kafka.security.authorizer.AclAuthorizer",
+            )],
+            &[(
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            )],
             &[("security.inter.broker.protocol", "PLAINTEXT")],
             &[("security.inter.broker.protocol", "SSL")],
             &[(
@@ -348,7 +357,7 @@ mod tests {
         ));
         assert_eq!(support_of("num.partitions"), None);
         assert_eq!(support_of("log.retention.ms"), Some(Acted));
-        let m = map(&[("super.users", "User:a"), ("num.partitions", "3")]);
-        assert_eq!(accepted_keys(&m), vec![("super.users", NO_AUTHORIZER)]);
+        let m = map(&[("ssl.provider", "SunJSSE"), ("num.partitions", "3")]);
+        assert_eq!(accepted_keys(&m), vec![("ssl.provider", JSSE_ONLY)]);
     }
 }

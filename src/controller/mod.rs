@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
 use crate::controller::channel::ControllerChannelManager;
-use crate::metadata::topics::CONFIG_CHANGES_PATH;
 use crate::metadata::{MetadataStore, Op, StoreError};
 use crate::protocol::errors::ErrorCode;
 use crate::security::inter_broker::InterBrokerSecurity;
@@ -173,14 +172,20 @@ pub struct KafkaController {
 /// session's node is still there.
 const REREGISTER_RETRY: Duration = Duration::from_millis(200);
 
-/// Starts the controller event thread for this broker.
-/// `config_changes` is woken for the config change listener's watch on
-/// `/config/changes` (the one ZooKeeper event channel is read here).
+/// A change listener's watched paths and its wake-up channel.
+pub struct ChangeListener {
+    pub paths: Vec<&'static str>,
+    pub wake: crossbeam_channel::Sender<()>,
+}
+
+/// Starts the controller event thread for this broker. Each change
+/// listener (config changes, ACL changes) is woken for its watches and
+/// after a new session (the one ZooKeeper event channel is read here).
 pub fn spawn(
     zk: ZkClient,
     config: Arc<BrokerConfig>,
     dynamic_config: Arc<DynamicBrokerConfig>,
-    config_changes: crossbeam_channel::Sender<()>,
+    listeners: Vec<ChangeListener>,
     inter_broker: Arc<InterBrokerSecurity>,
 ) -> Result<ControllerHandle, String> {
     let (tx, rx) = crossbeam_channel::unbounded::<ControllerEvent>();
@@ -192,16 +197,21 @@ pub fn spawn(
             .spawn(move || {
                 while let Ok(ev) = zk_events.recv() {
                     let for_listener = match &ev {
-                        ZkEvent::Node { path, .. } => path == CONFIG_CHANGES_PATH,
+                        ZkEvent::Node { path, .. } => listeners
+                            .iter()
+                            .find(|l| l.paths.contains(&path.as_str()))
+                            .map(|l| l.wake.send(()))
+                            .is_some(),
                         ZkEvent::SessionEstablished { .. } => {
-                            // A new session lost the listener's watch.
-                            let _ = config_changes.send(());
+                            // A new session lost the listeners' watches.
+                            for l in &listeners {
+                                let _ = l.wake.send(());
+                            }
                             false
                         }
                         _ => false,
                     };
                     if for_listener {
-                        let _ = config_changes.send(());
                         continue;
                     }
                     if tx.send(ControllerEvent::Zk(ev)).is_err() {

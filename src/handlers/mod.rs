@@ -10,11 +10,15 @@ pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod auth_helper;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -75,6 +79,7 @@ use crate::protocol::errors::ErrorCode;
 use crate::protocol::{encode_response, Request, Response};
 use crate::quota::{QuotaManagers, ShardQuotaCaches};
 use crate::replica::{LogDirs, ReplicaManager};
+use crate::security::authorizer::AclAuthorizer;
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// Kafka's `KafkaApis` for one shard: what the request handlers reach. The
@@ -107,6 +112,9 @@ pub struct KafkaApis {
     pub txn_coordinator: Option<Rc<TransactionCoordinator>>,
     /// Cluster mode (`zookeeper.connect`): ids, ZooKeeper and the controller thread.
     pub cluster: Option<Arc<ClusterHandle>>,
+    /// The ACL authorizer, if `authorizer.class.name` names one (every
+    /// request is allowed otherwise, as in Kafka).
+    pub authorizer: Option<Arc<AclAuthorizer>>,
     pub fetch_sessions: RefCell<FetchSessionCache>,
 }
 
@@ -202,6 +210,7 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         ApiKey::DeleteRecords => delete_records::handle(ctx, &req).await,
         ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch::handle(ctx, &req).await,
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &req),
+        ApiKey::DescribeAcls => describe_acls::handle(ctx, &req).await,
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &req).await,
         ApiKey::WriteTxnMarkers => write_txn_markers::handle(ctx, &req).await,
         ApiKey::DescribeProducers => describe_producers::handle(ctx, &req).await,
@@ -222,7 +231,9 @@ pub async fn dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerResult {
         | ApiKey::DescribeClientQuotas
         | ApiKey::AlterClientQuotas
         | ApiKey::DescribeUserScramCredentials
-        | ApiKey::AlterUserScramCredentials => forward_to_controller(ctx, req).await,
+        | ApiKey::AlterUserScramCredentials
+        | ApiKey::CreateAcls
+        | ApiKey::DeleteAcls => forward_to_controller(ctx, req).await,
         // The group coordinator lives on the controller shard.
         ApiKey::JoinGroup
         | ApiKey::SyncGroup
@@ -296,6 +307,8 @@ pub async fn controller_dispatch(ctx: &Rc<KafkaApis>, req: Request) -> HandlerRe
             describe_user_scram_credentials::handle(ctx, &req).await
         }
         ApiKey::AlterUserScramCredentials => alter_user_scram_credentials::handle(ctx, &req).await,
+        ApiKey::CreateAcls => create_acls::handle(ctx, &req).await,
+        ApiKey::DeleteAcls => delete_acls::handle(ctx, &req).await,
         ApiKey::JoinGroup => join_group::handle(ctx, &req).await,
         ApiKey::SyncGroup => sync_group::handle(ctx, &req).await,
         ApiKey::Heartbeat => heartbeat::handle(ctx, &req),

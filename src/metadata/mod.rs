@@ -4,6 +4,7 @@
 //! Kafka's ZooKeeper JSON documents on top of any store. `meta_properties`
 //! and `checkpoints` are the broker's own files in its log dir.
 
+pub mod acls;
 pub mod checkpoints;
 pub mod configs;
 pub mod embedded;

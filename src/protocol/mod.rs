@@ -67,6 +67,11 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     api(ApiKey::AlterClientQuotas, 0, 1),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
+    // Version 0 of the ACL APIs predates pattern types (Kafka 2.0 clients
+    // and later send 1+); it is not offered.
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
     api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeCluster, 0, 1),

@@ -264,6 +264,11 @@ async fn start_shard(
     let mut controller = EmbeddedAdmin::open(store, config.clone())?;
     let dynamic_config = controller.load_dynamic_config()?;
     let image = controller.build_image(&dynamic_config.current())?;
+    let authorizer =
+        crate::security::authorizer::AclAuthorizer::from_config(&config)?.map(Arc::new);
+    if let Some(authorizer) = &authorizer {
+        crate::admin::acls::load_embedded(&mut controller, authorizer)?;
+    }
     controller.defer_store_syncs();
     crate::metadata::meta_properties::write_meta_properties_all(
         &config.log_dirs,
@@ -287,6 +292,7 @@ async fn start_shard(
         startup_checkpoints,
         controller: Some(controller),
         cluster: None,
+        authorizer,
     });
     let mb = mailbox
         .join(CONTROLLER_SHARD, super::shard::mailbox_handler(&ctx))

@@ -28,6 +28,7 @@ use kshard_shards::mailbox::MailboxBuilder;
 use kshard_shards::stall::StallSettings;
 
 use crate::admin::embedded::EmbeddedAdmin;
+use crate::security::authorizer::AclAuthorizer;
 use crate::cluster::ClusterHandle;
 use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
@@ -122,6 +123,8 @@ struct StartupMetadata {
     /// Cluster mode (`zookeeper.connect` set).
     cluster: Option<Arc<ClusterHandle>>,
     image: MetadataImage,
+    /// With the stored ACLs loaded.
+    authorizer: Option<Arc<AclAuthorizer>>,
 }
 
 /// What every shard's start and stop share; built once by `run`.
@@ -136,6 +139,7 @@ struct Broker {
     nr_shards: usize,
     metadata: Arc<MetadataCache>,
     cluster: Option<Arc<ClusterHandle>>,
+    authorizer: Option<Arc<AclAuthorizer>>,
     mailbox: MailboxBuilder<ShardRequest, ShardResponse>,
     /// The embedded controller, taken by the controller shard.
     controller: Mutex<Option<EmbeddedAdmin>>,
@@ -196,8 +200,10 @@ fn open_metadata(
     config: Arc<BrokerConfig>,
     log_dirs: &[PathBuf],
 ) -> Result<StartupMetadata, String> {
+    let authorizer = AclAuthorizer::from_config(&config)?.map(Arc::new);
     if config.zookeeper_connect.is_some() {
-        let (cluster, resolved) = crate::cluster::start((*config).clone(), log_dirs)?;
+        let (cluster, resolved) =
+            crate::cluster::start((*config).clone(), log_dirs, authorizer.clone())?;
         let image = MetadataImage {
             cluster_id: cluster.cluster_id.clone(),
             controller_id: -1,
@@ -215,6 +221,7 @@ fn open_metadata(
             controller: None,
             cluster: Some(cluster),
             image,
+            authorizer,
         });
     }
     let store = EmbeddedStore::open(&config.metadata_dir())
@@ -225,6 +232,9 @@ fn open_metadata(
     let stored_quotas = crate::metadata::configs::read_quota_entities(controller.store())
         .map_err(|e| format!("metadata store quota entities: {e}"))?;
     let quotas = load_quotas(&config, &dynamic_config, stored_quotas);
+    if let Some(authorizer) = &authorizer {
+        crate::admin::acls::load_embedded(&mut controller, authorizer)?;
+    }
     // Start-up's own writes were synced; from here the shard leaves them
     // to the metadata-sync thread.
     controller.defer_store_syncs();
@@ -236,6 +246,7 @@ fn open_metadata(
         controller: Some(controller),
         cluster: None,
         image,
+        authorizer,
     })
 }
 
@@ -288,6 +299,7 @@ impl Broker {
             nr_shards,
             metadata: Arc::new(MetadataCache::new(metadata.image)),
             cluster: metadata.cluster,
+            authorizer: metadata.authorizer,
             mailbox,
             controller: Mutex::new(metadata.controller),
             startup_checkpoints: Mutex::new(split_by_owner(checkpoints, nr_shards)),
@@ -343,6 +355,7 @@ async fn start_shard(broker: &Broker, shard_id: usize) -> Rc<KafkaApis> {
         startup_checkpoints: checkpoints,
         controller,
         cluster: broker.cluster.clone(),
+        authorizer: broker.authorizer.clone(),
     });
     open_partitions(broker, &ctx);
     let mb = broker

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use kshard_shards::mailbox::LocalBoxFuture;
 
+use crate::security::authorizer::AclAuthorizer;
 use crate::admin::embedded::{store_synced, AllocatedProducerId, EmbeddedAdmin};
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
@@ -51,6 +52,8 @@ pub struct ShardConfig {
     /// The single broker's topic admin; only on the controller shard.
     pub controller: Option<EmbeddedAdmin>,
     pub cluster: Option<Arc<ClusterHandle>>,
+    /// `authorizer.class.name`'s ACL authorizer, shared by every shard.
+    pub authorizer: Option<Arc<AclAuthorizer>>,
 }
 
 /// Builds the shard's services and installs its dispatcher; the caller joins
@@ -119,6 +122,7 @@ pub fn build(sc: ShardConfig) -> Rc<KafkaApis> {
         coordinator,
         txn_coordinator,
         cluster: sc.cluster,
+        authorizer: sc.authorizer,
         fetch_sessions: std::cell::RefCell::new(
             crate::handlers::fetch::session::FetchSessionCache::new(
                 sc.shard_id,

@@ -59,9 +59,40 @@ pub fn parse_super_users(config: &str) -> Result<HashSet<String>, String> {
         .collect()
 }
 
+/// A request's principal as its type and name, compared with the
+/// `type:name` strings ACLs store without building one per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrincipalRef<'a> {
+    pub principal_type: &'a str,
+    pub name: &'a str,
+}
+
+impl<'a> PrincipalRef<'a> {
+    /// Whether `stored` (`type:name`) names this principal.
+    pub fn is(&self, stored: &str) -> bool {
+        let t = self.principal_type.len();
+        stored.len() == t + 1 + self.name.len()
+            && stored.starts_with(self.principal_type)
+            && stored.as_bytes()[t] == b':'
+            && stored.ends_with(self.name)
+    }
+}
+
+/// `type:name`, split at the first colon (a string without one is a name
+/// of no type, which no stored principal equals).
+impl<'a> From<&'a str> for PrincipalRef<'a> {
+    fn from(s: &'a str) -> PrincipalRef<'a> {
+        let (principal_type, name) = s.split_once(':').unwrap_or(("", s));
+        PrincipalRef {
+            principal_type,
+            name,
+        }
+    }
+}
+
 /// The principal and host rules of AclAuthorizer.matchingAclExists.
-fn entry_applies(entry: &AccessControlEntry, principal: &str, host: &str) -> bool {
-    (entry.principal == principal || entry.principal == WILDCARD_PRINCIPAL)
+fn entry_applies(entry: &AccessControlEntry, principal: PrincipalRef<'_>, host: &str) -> bool {
+    (principal.is(&entry.principal) || entry.principal == WILDCARD_PRINCIPAL)
         && (entry.host == host || entry.host == WILDCARD_HOST)
 }
 
@@ -95,8 +126,9 @@ impl AclCache {
         }
     }
 
-    pub fn is_super_user(&self, principal: &str) -> bool {
-        self.super_users.contains(principal)
+    pub fn is_super_user<'p>(&self, principal: impl Into<PrincipalRef<'p>>) -> bool {
+        let principal = principal.into();
+        self.super_users.iter().any(|s| principal.is(s))
     }
 
     pub fn allow_everyone_if_no_acl_found(&self) -> bool {
@@ -215,14 +247,15 @@ impl AclCache {
     /// `allow.everyone.if.no.acl.found`; otherwise a matching DENY of the
     /// operation (or ALL) refuses, and a matching ALLOW of the operation,
     /// of ALL, or of an operation implying it grants. No allocation.
-    pub fn authorize(
+    pub fn authorize<'p>(
         &self,
-        principal: &str,
+        principal: impl Into<PrincipalRef<'p>>,
         host: &str,
         operation: AclOperation,
         resource_type: ResourceType,
         resource_name: &str,
     ) -> bool {
+        let principal = principal.into();
         if self.is_super_user(principal) {
             return true;
         }
@@ -258,7 +291,7 @@ impl AclCache {
     /// AclAuthorizer.matchingResources over its resourceCache.
     fn names_with<'a>(
         map: &'a BTreeMap<String, AclSet>,
-        principal: &'a str,
+        principal: PrincipalRef<'a>,
         host: &'a str,
         op: AclOperation,
         permission: AclPermissionType,
@@ -282,14 +315,15 @@ impl AclCache {
     /// prefixes; a literal DENY only its own name). No implied operations,
     /// as in Kafka. Scans this type's ACLs: meant for the transactional
     /// and idempotent-producer checks, not per-record paths.
-    pub fn authorize_by_resource_type(
+    pub fn authorize_by_resource_type<'p>(
         &self,
-        principal: &str,
+        principal: impl Into<PrincipalRef<'p>>,
         host: &str,
         op: AclOperation,
         resource_type: ResourceType,
     ) -> Result<bool, String> {
         check_by_type_args(op, resource_type)?;
+        let principal = principal.into();
         if self.is_super_user(principal) {
             return Ok(true);
         }

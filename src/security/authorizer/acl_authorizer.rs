@@ -1,0 +1,188 @@
+//! The broker's running AclAuthorizer: its settings from the broker config
+//! (`authorizer.class.name`, `super.users`,
+//! `allow.everyone.if.no.acl.found`), the ACL cache every shard reads, and
+//! Kafka's audit log (`kafka.authorizer.logger`). The store I/O that fills
+//! the cache is the admin layer's (`admin::acls`) and, in a cluster, the
+//! change listener's (`cluster::acl_changes`). ACL changes are rare and
+//! every request reads, so a read lock is uncontended.
+
+use std::sync::{RwLock, RwLockReadGuard};
+
+use kafka_protocol::messages::ApiKey;
+
+use super::cache::{parse_super_users, AclCache, AclSet, PrincipalRef};
+use super::model::{AclOperation, ResourcePattern, ResourceType};
+use crate::config::support::AUTHORIZER_CLASSES;
+use crate::config::BrokerConfig;
+use crate::protocol::principal::KafkaPrincipal;
+
+/// Kafka's audit logger name, so log filters written for Kafka apply.
+pub const AUDIT_LOG_TARGET: &str = "kafka.authorizer.logger";
+
+pub struct AclAuthorizer {
+    cache: RwLock<AclCache>,
+}
+
+/// Who asks, from where, in which request: AuthorizableRequestContext.
+#[derive(Clone, Copy)]
+pub struct RequestContext<'a> {
+    pub principal: &'a KafkaPrincipal,
+    /// The client's address without Kafka's leading `/`.
+    pub host: &'a str,
+    /// The request's API, for the audit log.
+    pub api: ApiKey,
+}
+
+impl<'a> RequestContext<'a> {
+    fn principal_ref(&self) -> PrincipalRef<'a> {
+        PrincipalRef {
+            principal_type: &self.principal.principal_type,
+            name: &self.principal.name,
+        }
+    }
+}
+
+/// Which outcomes the audit log records at its normal level (Kafka's
+/// `logIfAllowed`/`logIfDenied`; the others go to trace).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct AuditLog {
+    pub if_allowed: bool,
+    pub if_denied: bool,
+}
+
+impl AuditLog {
+    /// AuthHelper.authorize's defaults.
+    pub const BOTH: AuditLog = AuditLog {
+        if_allowed: true,
+        if_denied: true,
+    };
+    /// Denials are expected (filters, fallbacks): not logged at info.
+    pub const ALLOWED_ONLY: AuditLog = AuditLog {
+        if_allowed: true,
+        if_denied: false,
+    };
+    /// authorizedOperations: neither.
+    pub const QUIET: AuditLog = AuditLog {
+        if_allowed: false,
+        if_denied: false,
+    };
+}
+
+impl AclAuthorizer {
+    /// The authorizer `authorizer.class.name` asks for, if any (the config
+    /// layer refused other classes).
+    pub fn from_config(config: &BrokerConfig) -> Result<Option<AclAuthorizer>, String> {
+        let originals = config.originals();
+        let class = originals
+            .get("authorizer.class.name")
+            .map(|s| s.trim())
+            .unwrap_or("");
+        if class.is_empty() {
+            return Ok(None);
+        }
+        assert!(AUTHORIZER_CLASSES.contains(&class), "{class}");
+        let super_users = parse_super_users(
+            originals
+                .get("super.users")
+                .map(|s| s.trim())
+                .unwrap_or(""),
+        )
+        .map_err(|e| format!("super.users: {e}"))?;
+        // AclAuthorizer reads it with toString.trim.toBoolean.
+        let allow_everyone = originals
+            .get("allow.everyone.if.no.acl.found")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        Ok(Some(AclAuthorizer {
+            cache: RwLock::new(AclCache::new(super_users, allow_everyone)),
+        }))
+    }
+
+    pub fn cache(&self) -> RwLockReadGuard<'_, AclCache> {
+        self.cache.read().expect("acl cache poisoned")
+    }
+
+    /// Replaces a pattern's ACLs (an empty set removes it), as stored.
+    pub fn update(&self, pattern: ResourcePattern, acls: AclSet) {
+        let mut cache = self.cache.write().expect("acl cache poisoned");
+        if let Err(e) = cache.update(pattern, acls) {
+            log::error!("ACL cache update refused: {e}");
+        }
+    }
+
+    /// AclAuthorizer.authorize for one action on a literal resource, with
+    /// its audit log line.
+    pub fn authorize(
+        &self,
+        ctx: RequestContext<'_>,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+        audit: AuditLog,
+    ) -> bool {
+        let allowed =
+            self.cache()
+                .authorize(ctx.principal_ref(), ctx.host, operation, resource_type, name);
+        log_decision(ctx, allowed, operation, resource_type, name, audit);
+        allowed
+    }
+
+    /// AclAuthorizer.authorizeByResourceType: may the principal perform
+    /// `operation` on some resource of this type?
+    pub fn authorize_by_resource_type(
+        &self,
+        ctx: RequestContext<'_>,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool {
+        let decision = self.cache().authorize_by_resource_type(
+            ctx.principal_ref(),
+            ctx.host,
+            operation,
+            resource_type,
+        );
+        // The arguments are the broker's own, never a client's.
+        let allowed = decision.expect("authorizeByResourceType arguments");
+        log_decision(ctx, allowed, operation, resource_type, "", AuditLog::QUIET);
+        allowed
+    }
+}
+
+/// AclAuthorizer.logAuditMessage's line, at Kafka's levels.
+fn log_decision(
+    ctx: RequestContext<'_>,
+    allowed: bool,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: &str,
+    audit: AuditLog,
+) {
+    let level = match (allowed, audit) {
+        (true, AuditLog { if_allowed: true, .. }) => log::Level::Debug,
+        (false, AuditLog { if_denied: true, .. }) => log::Level::Info,
+        _ => log::Level::Trace,
+    };
+    if !log::log_enabled!(target: AUDIT_LOG_TARGET, level) {
+        return;
+    }
+    log::log!(
+        target: AUDIT_LOG_TARGET,
+        level,
+        "Principal = {} is {} Operation = {} from host = {} on resource = {}:LITERAL:{} for request = {} with resourceRefCount = 1",
+        ctx.principal,
+        if allowed { "Allowed" } else { "Denied" },
+        operation.pascal_name(),
+        ctx.host,
+        resource_type.pascal_name(),
+        name,
+        ApiName(ctx.api),
+    );
+}
+
+/// ApiKeys.name as Kafka's audit log prints it (`Produce`, `Metadata`).
+struct ApiName(ApiKey);
+
+impl std::fmt::Display for ApiName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
