@@ -15,7 +15,7 @@ SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
 if [[ ${#TARGETS[@]} -eq 0 ]]; then
-  TARGETS=(handlers record_batch_append record_batch request_frame inter_broker sasl_tokens)
+  TARGETS=(handlers record_batch_append record_batch request_frame inter_broker sasl_tokens acls)
 fi
 TRIPLE=x86_64-unknown-linux-gnu
 export RUSTFLAGS="--cfg fuzzing -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \

@@ -52,8 +52,9 @@ pub async fn create(
             .map_err(store_err)?
     } else {
         let admin = embedded(ctx);
-        let plan = acls::create_in_store(admin.borrow_mut().store_mut(), &snapshot, &creations, false)
-            .map_err(store_err)?;
+        let plan =
+            acls::create_in_store(admin.borrow_mut().store_mut(), &snapshot, &creations, false)
+                .map_err(store_err)?;
         store_synced(admin).await;
         plan
     };
@@ -76,8 +77,9 @@ pub async fn delete(
             .map_err(store_err)?
     } else {
         let admin = embedded(ctx);
-        let plan = acls::delete_in_store(admin.borrow_mut().store_mut(), &snapshot, &filters, false)
-            .map_err(store_err)?;
+        let plan =
+            acls::delete_in_store(admin.borrow_mut().store_mut(), &snapshot, &filters, false)
+                .map_err(store_err)?;
         store_synced(admin).await;
         plan
     };

@@ -99,7 +99,11 @@ fn process(
         if let Some((pattern, set)) =
             acls::read_change(zk, root, &change).map_err(|e| e.to_string())?
         {
-            log::debug!("ACL change {}: {pattern} has {} ACLs", change.path, set.len());
+            log::debug!(
+                "ACL change {}: {pattern} has {} ACLs",
+                change.path,
+                set.len()
+            );
             authorizer.update(pattern, set);
         }
         last = Some(change.sequence);

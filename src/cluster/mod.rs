@@ -16,16 +16,16 @@ use std::thread;
 
 use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
+use crate::controller::ChangeListener;
+use crate::metadata::acls::CHANGE_PATHS;
 use crate::metadata::configs::{self as entity, EntityConfigChange};
 use crate::metadata::meta_properties::{
     read_meta_properties_ensemble, write_meta_properties_all, MetaProperties,
 };
 use crate::metadata::topics;
+use crate::metadata::topics::CONFIG_CHANGES_PATH;
 use crate::metadata::MetadataStore;
 use crate::protocol::errors::ErrorCode;
-use crate::controller::ChangeListener;
-use crate::metadata::acls::CHANGE_PATHS;
-use crate::metadata::topics::CONFIG_CHANGES_PATH;
 use crate::security::authorizer::AclAuthorizer;
 use crate::security::inter_broker::InterBrokerSecurity;
 use crate::zk::{ZkClient, ZkConfig};

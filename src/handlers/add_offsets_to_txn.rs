@@ -12,6 +12,7 @@ use crate::coordinator::transaction::transaction_metadata::TopicPartition;
 use crate::coordinator::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// Before v2, PRODUCER_FENCED is sent as INVALID_PRODUCER_EPOCH.
 const PRODUCER_FENCED_VERSION: i16 = 2;
@@ -35,6 +36,25 @@ pub(super) fn offsets_partition_of(ctx: &KafkaApis, group_id: &str) -> TopicPart
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: AddOffsetsToTxnRequest = decode_body(req)?;
+    // WRITE on the transactional id, then READ on the group.
+    let refused = if !ctx.authorize(
+        req,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &r.transactional_id.0,
+    ) {
+        Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0) {
+        Some(errors::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        return respond(
+            req,
+            &AddOffsetsToTxnResponse::default().with_error_code(e.code()),
+        );
+    }
     let partition = offsets_partition_of(ctx, &r.group_id.0);
     let mut e = txn_coordinator(ctx)?
         .handle_add_partitions(

@@ -20,9 +20,12 @@ use super::{respond, txn_coordinator, HandlerResult};
 use crate::coordinator::transaction::transaction_metadata::{
     TopicPartition, TRANSACTION_VERSION_2,
 };
+use crate::coordinator::transaction::TRANSACTION_STATE_TOPIC;
+use crate::coordinator::OFFSETS_TOPIC;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// From v4 the request batches transactions (brokers only).
 const BATCHED_VERSION: i16 = 4;
@@ -111,9 +114,68 @@ async fn add_or_verify(
     Ok(partitions.into_iter().map(|tp| (tp, e)).collect())
 }
 
+/// A client's request (v0-3) refused by KafkaApis' checks: without WRITE
+/// on the transactional id every partition fails; otherwise partitions of
+/// topics without WRITE (internal topics always) fail, unknown ones too,
+/// and the rest are not attempted. None: nothing refused.
+fn client_refusal(
+    ctx: &KafkaApis,
+    req: &Request,
+    r: &AddPartitionsToTxnRequest,
+) -> Option<Vec<(TopicPartition, ErrorCode)>> {
+    ctx.authorizer.as_ref()?;
+    let partitions = partitions_of(&r.v3_and_below_topics);
+    let txn_id = &r.v3_and_below_transactional_id.0;
+    if !ctx.authorize(
+        req,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        txn_id,
+    ) {
+        let e = errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        return Some(partitions.into_iter().map(|tp| (tp, e)).collect());
+    }
+    let refused: Vec<&str> = r
+        .v3_and_below_topics
+        .iter()
+        .map(|t| t.name.0.as_str())
+        .filter(|t| {
+            *t == OFFSETS_TOPIC
+                || *t == TRANSACTION_STATE_TOPIC
+                || !ctx.authorize(req, AclOperation::Write, ResourceType::Topic, t)
+        })
+        .collect();
+    if refused.is_empty() {
+        return None;
+    }
+    let image = ctx.metadata.image();
+    let results = partitions
+        .into_iter()
+        .map(|tp| {
+            let exists = image
+                .topic(&tp.topic)
+                .is_some_and(|t| t.partitions.iter().any(|p| p.partition == tp.partition));
+            let e = if refused.contains(&tp.topic.as_str()) {
+                errors::TOPIC_AUTHORIZATION_FAILED
+            } else if !exists {
+                errors::UNKNOWN_TOPIC_OR_PARTITION
+            } else {
+                errors::OPERATION_NOT_ATTEMPTED
+            };
+            (tp, e)
+        })
+        .collect();
+    Some(results)
+}
+
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: AddPartitionsToTxnRequest = decode_body(req)?;
     if req.api_version < BATCHED_VERSION {
+        if let Some(results) = client_refusal(ctx, req, &r) {
+            let body = AddPartitionsToTxnResponse::default()
+                .with_results_by_topic_v3_and_below(topic_results(&results));
+            return respond(req, &body);
+        }
         let mut results = add_or_verify(
             ctx,
             &r.v3_and_below_transactional_id.0,
@@ -133,6 +195,12 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         }
         let body = AddPartitionsToTxnResponse::default()
             .with_results_by_topic_v3_and_below(topic_results(&results));
+        return respond(req, &body);
+    }
+    // Batches come from brokers verifying their produce requests.
+    if !ctx.authorize_cluster(req, AclOperation::ClusterAction) {
+        let body = AddPartitionsToTxnResponse::default()
+            .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED.code());
         return respond(req, &body);
     }
     let mut by_transaction = Vec::with_capacity(r.transactions.len());

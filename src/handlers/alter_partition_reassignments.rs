@@ -1,6 +1,7 @@
 //! AlterPartitionReassignments (API 45, v0, KIP-455): starts or cancels
 //! reassignments on the active controller (other brokers answer
-//! NOT_CONTROLLER). Listed only in cluster mode.
+//! NOT_CONTROLLER). Listed only in cluster mode. Needs ALTER on the
+//! cluster.
 
 use std::rc::Rc;
 
@@ -12,17 +13,23 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::auth_helper::not_authorized_message;
 use super::{ask_active_controller, respond, HandlerResult};
 use crate::controller::reassignment::{ReassignmentRequest, ReassignmentResult};
 use crate::controller::ControllerRequest;
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::AclOperation;
 
 /// Kafka's message for NOT_CONTROLLER (Errors.NOT_CONTROLLER.message()).
 pub const NOT_CONTROLLER_MESSAGE: &str = "This is not the correct controller for this cluster.";
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: AlterPartitionReassignmentsRequest = decode_body(req)?;
+    if !ctx.authorize_cluster(req, AclOperation::Alter) {
+        let message = StrBytes::from_string(not_authorized_message(req));
+        return respond(req, &unauthorized(&request, message));
+    }
     // A partition named twice counts once, the last one winning (Kafka
     // collects them into a map).
     let mut reassignments: Vec<ReassignmentRequest> = Vec::new();
@@ -66,6 +73,38 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             ),
     };
     respond(req, &body)
+}
+
+/// getErrorResponse for authorizeClusterOperation's exception: its code
+/// and message at the top and on every partition named.
+fn unauthorized(
+    request: &AlterPartitionReassignmentsRequest,
+    message: StrBytes,
+) -> AlterPartitionReassignmentsResponse {
+    let code = errors::CLUSTER_AUTHORIZATION_FAILED.code();
+    let responses = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                        .with_error_message(Some(message.clone()))
+                })
+                .collect();
+            ReassignableTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterPartitionReassignmentsResponse::default()
+        .with_error_code(code)
+        .with_error_message(Some(message))
+        .with_responses(responses)
 }
 
 fn by_topic(results: Vec<ReassignmentResult>) -> Vec<ReassignableTopicResponse> {

@@ -5,6 +5,7 @@
 //! that is not one of `log.dirs` exactly as this broker prints them
 //! (absolute, no trailing separator) is LOG_DIR_NOT_FOUND; the rest goes to
 //! each partition's owning shard (`replica/partitions/alter_log_dirs.rs`).
+//! Needs ALTER on the cluster.
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -22,12 +23,16 @@ use super::{respond, HandlerResult, KafkaApis};
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{join_all, ShardRequest, ShardResponse};
+use crate::security::authorizer::AclOperation;
 
 /// One shard's share: (topic, partition, target log dir index).
 type ShardParts = Vec<(String, i32, usize)>;
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: AlterReplicaLogDirsRequest = decode_body(req)?;
+    if !ctx.authorize_cluster(req, AclOperation::Alter) {
+        return respond(req, &unauthorized(&r));
+    }
     // Kafka's partitionDirs: one target per partition, the last one named.
     let mut order: Vec<(String, i32)> = Vec::new();
     let mut target: HashMap<(String, i32), Option<usize>> = HashMap::new();
@@ -102,4 +107,32 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             .with_throttle_time_ms(0)
             .with_results(results),
     )
+}
+
+/// getErrorResponse: every topic of every dir, as named (a partition
+/// named twice answered twice), each partition CLUSTER_AUTHORIZATION_FAILED.
+fn unauthorized(r: &AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse {
+    let code = errors::CLUSTER_AUTHORIZATION_FAILED.code();
+    let results = r
+        .dirs
+        .iter()
+        .flat_map(|d| d.topics.iter())
+        .map(|t| {
+            AlterReplicaLogDirTopicResult::default()
+                .with_topic_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|&p| {
+                            AlterReplicaLogDirPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    AlterReplicaLogDirsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_results(results)
 }

@@ -1,7 +1,8 @@
 //! AlterUserScramCredentials (API 51, v0), on the controller shard: what
 //! `kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=...]'
 //! --entity-type users` sends (`admin::scram_alter`). In a cluster only the
-//! active controller takes it, as Kafka's ZooKeeper-mode KafkaApis.
+//! active controller takes it, as Kafka's ZooKeeper-mode KafkaApis; then
+//! it needs ALTER on the cluster.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -15,11 +16,17 @@ use kafka_protocol::protocol::StrBytes;
 use super::{respond, HandlerResult};
 use crate::admin::scram_alter::{self, ScramAlterResult, ScramDeletion, ScramUpsertion};
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::AclOperation;
 
-/// "This is not the correct controller for this cluster." for every user
-/// named, sorted (AlterUserScramCredentialsRequest.getErrorResponse).
-fn not_controller(request: &AlterUserScramCredentialsRequest) -> Vec<ScramAlterResult> {
+/// AlterUserScramCredentialsRequest.getErrorResponse: `error` for every
+/// user named, sorted.
+fn error_for_all(
+    request: &AlterUserScramCredentialsRequest,
+    error: ErrorCode,
+    message: Option<&str>,
+) -> Vec<ScramAlterResult> {
     let users: BTreeSet<String> = request
         .deletions
         .iter()
@@ -30,10 +37,18 @@ fn not_controller(request: &AlterUserScramCredentialsRequest) -> Vec<ScramAlterR
         .into_iter()
         .map(|user| ScramAlterResult {
             user,
-            error: errors::NOT_CONTROLLER,
-            message: Some("This is not the correct controller for this cluster.".to_string()),
+            error,
+            message: message.map(str::to_string),
         })
         .collect()
+}
+
+fn not_controller(request: &AlterUserScramCredentialsRequest) -> Vec<ScramAlterResult> {
+    error_for_all(
+        request,
+        errors::NOT_CONTROLLER,
+        Some("This is not the correct controller for this cluster."),
+    )
 }
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
@@ -44,6 +59,9 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         .is_some_and(|c| !c.controller.is_active())
     {
         not_controller(&request)
+    } else if !ctx.authorize_cluster(req, AclOperation::Alter) {
+        // ApiError drops the default message.
+        error_for_all(&request, errors::CLUSTER_AUTHORIZATION_FAILED, None)
     } else {
         let upsertions: Vec<ScramUpsertion> = request
             .upsertions

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use super::KafkaApis;
-use crate::protocol::Request;
+use crate::protocol::{ClientIdentity, Request};
 use crate::security::authorizer::{
     AclOperation, AuditLog, RequestContext, ResourceType, CLUSTER_NAME,
 };
@@ -47,11 +47,14 @@ fn supported_operations(resource_type: ResourceType) -> &'static [AclOperation] 
 
 /// The request's principal and client address as the authorizer sees them.
 pub fn request_context(req: &Request) -> RequestContext<'_> {
-    let host = req.client_host.strip_prefix('/').unwrap_or(&req.client_host);
+    let host = req
+        .client_host
+        .strip_prefix('/')
+        .unwrap_or(&req.client_host);
     RequestContext {
         principal: &req.principal,
         host,
-        api: req.api_key,
+        api_key: req.api_key as i16,
     }
 }
 
@@ -115,8 +118,7 @@ impl KafkaApis {
         let mut seen = HashSet::new();
         let mut allowed = HashSet::new();
         for name in names {
-            if seen.insert(name)
-                && authorizer.authorize(ctx, operation, resource_type, name, audit)
+            if seen.insert(name) && authorizer.authorize(ctx, operation, resource_type, name, audit)
             {
                 allowed.insert(name);
             }
@@ -135,11 +137,34 @@ impl KafkaApis {
     ) -> i32 {
         supported_operations(resource_type)
             .iter()
-            .filter(|op| {
-                self.authorize_logged(req, **op, resource_type, name, AuditLog::QUIET)
-            })
+            .filter(|op| self.authorize_logged(req, **op, resource_type, name, AuditLog::QUIET))
             .fold(0, |bits, op| bits | (1 << op.code()))
     }
+}
+
+/// CLUSTER_ACTION on the cluster for a controller request (LeaderAndIsr,
+/// StopReplica, UpdateMetadata, ControlledShutdown), which arrives as a
+/// bare frame with its connection's identity.
+pub fn authorize_cluster_action(ctx: &KafkaApis, identity: &ClientIdentity, api_key: i16) -> bool {
+    let Some(authorizer) = &ctx.authorizer else {
+        return true;
+    };
+    let host = identity
+        .client_host
+        .strip_prefix('/')
+        .unwrap_or(&identity.client_host);
+    let request = RequestContext {
+        principal: &identity.principal,
+        host,
+        api_key,
+    };
+    authorizer.authorize(
+        request,
+        AclOperation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        AuditLog::BOTH,
+    )
 }
 
 /// Whether a filter result (None: no authorizer) lets `name` through.

@@ -61,7 +61,11 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             Ok(plan) => plan
                 .results
                 .into_iter()
-                .map(|ApiError { code, message }| result(code, message))
+                // Success leaves the message at its schema default, "".
+                .map(|ApiError { code, message }| match code {
+                    0 => result(code, Some(String::new())),
+                    _ => result(code, message),
+                })
                 .collect(),
             Err(e) => {
                 log::error!("CreateAcls: {}", e.message);

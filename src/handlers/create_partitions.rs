@@ -22,6 +22,7 @@ use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::quota::ControllerMutationQuota;
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// What to do with each request entry, in request order.
 #[derive(Debug, PartialEq)]
@@ -100,6 +101,14 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 errors::INVALID_REQUEST,
                 Some("Duplicate topic in request.".to_string()),
             ),
+            Plan::Create
+                if !ctx.authorize(req, AclOperation::Alter, ResourceType::Topic, &t.name.0) =>
+            {
+                (
+                    errors::TOPIC_AUTHORIZATION_FAILED,
+                    Some("The topic authorization is failed.".to_string()),
+                )
+            }
             Plan::Create => {
                 let r = create_under_quota(ctx, t, request.validate_only, &mut quota).await;
                 match r {

@@ -29,6 +29,7 @@ use crate::metadata::metadata_cache::TopicInfo;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::quota::ControllerMutationQuota;
+use crate::security::authorizer::{AclOperation, AuditLog, ResourceType, CLUSTER_NAME};
 
 /// First version whose results carry partitions, replication and configs.
 const VERSION_WITH_CONFIGS: i16 = 5;
@@ -57,12 +58,28 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         req.api_version >= STRICT_QUOTA_VERSION,
     );
     let mut results = Vec::with_capacity(request.topics.len());
+    // CREATE on the cluster covers every topic (no audit line if not).
+    let cluster_create = ctx.authorize_logged(
+        req,
+        AclOperation::Create,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        AuditLog::ALLOWED_ONLY,
+    );
     for t in &request.topics {
         let name = t.name.0.as_str();
         let result = if occurrences.get(name).copied().unwrap_or(0) > 1 {
             failed(
                 errors::INVALID_REQUEST,
                 Some("Found multiple entries for this topic.".into()),
+            )
+        } else if !cluster_create
+            && !ctx.authorize(req, AclOperation::Create, ResourceType::Topic, name)
+        {
+            // Before existence: an existing topic is not revealed.
+            failed(
+                errors::TOPIC_AUTHORIZATION_FAILED,
+                Some("Authorization failed.".into()),
             )
         } else {
             match to_new_topic(t) {
@@ -74,7 +91,10 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                         Ok(_) if !validate_only && request.timeout_ms <= 0 => {
                             failed(errors::REQUEST_TIMED_OUT, None)
                         }
-                        Ok(info) => created(ctx, &info, validate_only, req.api_version),
+                        Ok(info) => {
+                            let result = created(ctx, &info, validate_only, req.api_version);
+                            without_configs_unless_described(ctx, req, name, result)
+                        }
                         // THROTTLING_QUOTA_EXCEEDED goes without a message, as in Kafka.
                         Err(AdminError { code, message }) => {
                             failed(code, (!message.is_empty()).then_some(message))
@@ -218,6 +238,35 @@ fn created(
         .with_num_partitions(info.partitions.len() as i32)
         .with_replication_factor(replication_factor)
         .with_configs(Some(topic_configs(ctx, &info.overrides)))
+}
+
+/// A created topic's configs, counts and id are shown only to a principal
+/// that may describe its configs (KafkaApis' authorizedForDescribeConfigs).
+fn without_configs_unless_described(
+    ctx: &KafkaApis,
+    req: &Request,
+    name: &str,
+    result: CreatableTopicResult,
+) -> CreatableTopicResult {
+    let described = ctx.authorize_logged(
+        req,
+        AclOperation::DescribeConfigs,
+        ResourceType::Topic,
+        name,
+        AuditLog::ALLOWED_ONLY,
+    );
+    if described {
+        return result;
+    }
+    let result = result.with_topic_id(Uuid::nil());
+    if req.api_version < VERSION_WITH_CONFIGS {
+        return result;
+    }
+    result
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+        .with_configs(Some(Vec::new()))
+        .with_topic_config_error_code(errors::TOPIC_AUTHORIZATION_FAILED.code())
 }
 
 /// The topic's full config view, without synonyms or documentation.

@@ -27,6 +27,7 @@ fn failed(code: i16, message: Option<String>) -> DeleteAclsFilterResult {
 
 fn deleted(b: AclBinding) -> DeleteAclsMatchingAcl {
     DeleteAclsMatchingAcl::default()
+        .with_error_message(None)
         .with_resource_type(b.pattern.resource_type.code())
         .with_resource_name(StrBytes::from_string(b.pattern.name))
         .with_pattern_type(b.pattern.pattern_type.code())
@@ -72,7 +73,10 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .filter_results
                 .into_iter()
                 .map(|bindings| {
+                    // Kafka answers success with no message (null), here
+                    // and per binding.
                     DeleteAclsFilterResult::default()
+                        .with_error_message(None)
                         .with_matching_acls(bindings.into_iter().map(deleted).collect())
                 })
                 .collect(),

@@ -20,6 +20,7 @@ use crate::admin::AdminError;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// First version that may name topics by id.
 const VERSION_WITH_TOPIC_IDS: i16 = 6;
@@ -133,6 +134,22 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 continue;
             }
         };
+        // DESCRIBE (a topic given by id keeps its name from a principal
+        // that may not describe it), then DELETE, before existence.
+        let by_id = !e.topic_id.is_nil();
+        if by_id && !ctx.authorize(req, AclOperation::Describe, ResourceType::Topic, &name) {
+            responses.push(result(e, None, errors::TOPIC_AUTHORIZATION_FAILED, None));
+            continue;
+        }
+        if !ctx.authorize(req, AclOperation::Delete, ResourceType::Topic, &name) {
+            responses.push(result(
+                e,
+                Some(&name),
+                errors::TOPIC_AUTHORIZATION_FAILED,
+                None,
+            ));
+            continue;
+        }
         if let Some((code, message)) = done.get(&name) {
             responses.push(result(e, Some(&name), *code, message.clone()));
             continue;

@@ -93,7 +93,10 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                     )
             })
             .collect();
-        DescribeAclsResponse::default().with_resources(resources)
+        // Kafka's success leaves the field at its schema default, "".
+        DescribeAclsResponse::default()
+            .with_error_message(Some(StrBytes::from_static_str("")))
+            .with_resources(resources)
     } else {
         DescribeAclsResponse::default()
             .with_error_code(errors::SECURITY_DISABLED.code())

@@ -1,6 +1,7 @@
 //! DescribeClientQuotas (API 48, v0-1), on the controller shard: the stored
 //! user, client-id and ip entities matching the filter, with their quota
 //! values (`admin::client_quotas`). A bad filter fails the whole request.
+//! Needs DESCRIBE_CONFIGS on the cluster.
 
 use std::rc::Rc;
 
@@ -13,9 +14,18 @@ use crate::admin::client_quotas;
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
 use crate::quota::FilterComponent;
+use crate::security::authorizer::AclOperation;
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DescribeClientQuotasRequest = decode_body(req)?;
+    if !ctx.authorize_cluster(req, AclOperation::DescribeConfigs) {
+        // getErrorResponse: ApiError drops the default message; no entries.
+        let denied = DescribeClientQuotasResponse::default()
+            .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED.code())
+            .with_error_message(None)
+            .with_entries(None);
+        return respond(req, &denied);
+    }
     let components: Vec<FilterComponent> = request
         .components
         .iter()

@@ -2,7 +2,9 @@
 //! the metadata image, as Kafka 3.9's AuthHelper.computeDescribeClusterResponse
 //! builds them. kshard is a broker endpoint: asking for controllers (v1
 //! endpoint_type 2) is MISMATCHED_ENDPOINT_TYPE, an unknown type
-//! UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at v0).
+//! UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at v0). No ACL guards
+//! the call; the cluster's authorized operations, when asked for, need
+//! DESCRIBE on the cluster (0 without it).
 
 use std::rc::Rc;
 
@@ -14,6 +16,7 @@ use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
 use crate::metadata::metadata_cache::MetadataImage;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType, CLUSTER_NAME};
 
 const ENDPOINT_BROKER: i8 = 1;
 const ENDPOINT_CONTROLLER: i8 = 2;
@@ -21,34 +24,37 @@ const ENDPOINT_CONTROLLER: i8 = 2;
 /// The schema default: authorized operations were not requested.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
-/// AclOperation codes Kafka supports on the CLUSTER resource (AclEntry):
-/// CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-/// ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. With no authorizer, all are allowed.
-const CLUSTER_OPERATIONS: &[u8] = &[5, 7, 8, 9, 10, 11, 12];
-
-/// Kafka's Utils.to32BitField: one bit per operation code.
-fn operations_bit_field(ops: &[u8]) -> i32 {
-    ops.iter().fold(0i32, |acc, &op| {
-        debug_assert!(op < 32);
-        acc | (1i32 << op)
-    })
-}
-
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: DescribeClusterRequest = decode_body(req)?;
     ctx.await_cluster_metadata().await;
     let image = ctx.metadata.image();
+    let cluster_operations = || {
+        if ctx.authorize_cluster(req, AclOperation::Describe) {
+            ctx.authorized_operations(req, ResourceType::Cluster, CLUSTER_NAME)
+        } else {
+            0
+        }
+    };
     respond(
         req,
-        &describe(&request, req.api_version, &image, &req.listener_name),
+        &describe(
+            &request,
+            req.api_version,
+            &image,
+            &req.listener_name,
+            cluster_operations,
+        ),
     )
 }
 
+/// `cluster_operations` is asked only when the endpoint type is right and
+/// the operations were requested.
 fn describe(
     request: &DescribeClusterRequest,
     version: i16,
     image: &MetadataImage,
     listener_name: &str,
+    cluster_operations: impl FnOnce() -> i32,
 ) -> DescribeClusterResponse {
     let endpoint_error = match request.endpoint_type {
         ENDPOINT_BROKER => None,
@@ -69,7 +75,7 @@ fn describe(
             .with_error_message(Some(StrBytes::from_string(message)));
     }
     let operations = if request.include_cluster_authorized_operations {
-        operations_bit_field(CLUSTER_OPERATIONS)
+        cluster_operations()
     } else {
         OPERATIONS_NOT_REQUESTED
     };
@@ -125,14 +131,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn cluster_operations_bits() {
-        assert_eq!(operations_bit_field(CLUSTER_OPERATIONS), 8096);
+    /// Every cluster operation (CREATE 5, ALTER 7, DESCRIBE 8,
+    /// CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+    /// IDEMPOTENT_WRITE 12), as without an authorizer.
+    fn all_operations() -> i32 {
+        8096
     }
 
     #[test]
     fn brokers_and_controller() {
-        let r = describe(&DescribeClusterRequest::default(), 1, &image(), "PLAINTEXT");
+        let r = describe(
+            &DescribeClusterRequest::default(),
+            1,
+            &image(),
+            "PLAINTEXT",
+            all_operations,
+        );
         assert_eq!(r.error_code, errors::NONE);
         assert_eq!(r.cluster_id.as_str(), "abc");
         assert_eq!(r.controller_id.0, 0);
@@ -144,8 +158,17 @@ mod tests {
             0,
             &image(),
             "PLAINTEXT",
+            all_operations,
         );
         assert_eq!(r.cluster_authorized_operations, 8096);
+        let denied = describe(
+            &DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
+            1,
+            &image(),
+            "PLAINTEXT",
+            || 0,
+        );
+        assert_eq!(denied.cluster_authorized_operations, 0);
     }
 
     #[test]
@@ -153,9 +176,15 @@ mod tests {
         let mut img = image();
         img.controller_id = 5;
         assert_eq!(
-            describe(&DescribeClusterRequest::default(), 1, &img, "PLAINTEXT")
-                .controller_id
-                .0,
+            describe(
+                &DescribeClusterRequest::default(),
+                1,
+                &img,
+                "PLAINTEXT",
+                all_operations
+            )
+            .controller_id
+            .0,
             -1
         );
     }
@@ -167,6 +196,7 @@ mod tests {
             1,
             &image(),
             "PLAINTEXT",
+            all_operations,
         );
         assert_eq!(r.error_code, errors::MISMATCHED_ENDPOINT_TYPE);
         let r = describe(
@@ -174,6 +204,7 @@ mod tests {
             1,
             &image(),
             "PLAINTEXT",
+            all_operations,
         );
         assert_eq!(r.error_code, errors::UNSUPPORTED_ENDPOINT_TYPE);
         let r = describe(
@@ -181,13 +212,20 @@ mod tests {
             0,
             &image(),
             "PLAINTEXT",
+            all_operations,
         );
         assert_eq!(r.error_code, errors::INVALID_REQUEST);
     }
 
     #[test]
     fn responses_encode_at_every_version() {
-        let r = describe(&DescribeClusterRequest::default(), 0, &image(), "PLAINTEXT");
+        let r = describe(
+            &DescribeClusterRequest::default(),
+            0,
+            &image(),
+            "PLAINTEXT",
+            all_operations,
+        );
         for v in 0..=1 {
             crate::protocol::encode_response(
                 kafka_protocol::messages::ApiKey::DescribeCluster,

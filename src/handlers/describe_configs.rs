@@ -3,7 +3,8 @@
 //! 3.9's ConfigHelper serves them: TOPIC (2), BROKER (4; an empty name is
 //! the cluster-wide dynamic defaults, `/config/brokers/<default>`) and
 //! BROKER_LOGGER (8; the `log` crate's global level as logger `root`).
-//! A null or empty `configuration_keys` means every key.
+//! A null or empty `configuration_keys` means every key. Each resource
+//! needs DESCRIBE_CONFIGS on its topic or on the cluster.
 
 use std::rc::Rc;
 
@@ -22,10 +23,14 @@ use crate::metadata::metadata_cache::MetadataImage;
 use crate::metadata::topics::validate_topic_name;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_BROKER_LOGGER: i8 = 8;
+/// ConfigResource.Type.CLIENT_METRICS: authorized as the cluster, then
+/// refused as an unsupported type.
+const RESOURCE_CLIENT_METRICS: i8 = 16;
 /// DescribeConfigsResponse.ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG.
 const SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG: i8 = 6;
 
@@ -38,15 +43,59 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         include_documentation: request.include_documentation,
         log_level: log::max_level(),
     };
-    let results = request
+    // ConfigHelper answers the unauthorized resources after the others.
+    let (allowed, denied): (Vec<_>, Vec<_>) = request
         .resources
         .iter()
+        .partition(|r| may_describe(ctx, req, r));
+    let results = allowed
+        .into_iter()
         .map(|r| describe(&state, &image, r, &options))
+        .chain(denied.into_iter().map(unauthorized))
         .collect();
     respond(
         req,
         &DescribeConfigsResponse::default().with_results(results),
     )
+}
+
+/// DESCRIBE_CONFIGS on the topic, or on the cluster for broker, logger and
+/// client-metrics resources. Kafka fails the whole request on any other
+/// type; kshard answers it INVALID_REQUEST, unchecked.
+fn may_describe(ctx: &KafkaApis, req: &Request, r: &DescribeConfigsResource) -> bool {
+    match r.resource_type {
+        RESOURCE_TOPIC => ctx.authorize(
+            req,
+            AclOperation::DescribeConfigs,
+            ResourceType::Topic,
+            r.resource_name.as_str(),
+        ),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER | RESOURCE_CLIENT_METRICS => {
+            ctx.authorize_cluster(req, AclOperation::DescribeConfigs)
+        }
+        _ => true,
+    }
+}
+
+/// A denied resource, with the Errors default message as Kafka sends it.
+fn unauthorized(r: &DescribeConfigsResource) -> DescribeConfigsResult {
+    let (code, message) = if r.resource_type == RESOURCE_TOPIC {
+        (
+            errors::TOPIC_AUTHORIZATION_FAILED,
+            "Topic authorization failed.",
+        )
+    } else {
+        (
+            errors::CLUSTER_AUTHORIZATION_FAILED,
+            "Cluster authorization failed.",
+        )
+    };
+    DescribeConfigsResult::default()
+        .with_error_code(code.code())
+        .with_error_message(Some(StrBytes::from_static_str(message)))
+        .with_resource_type(r.resource_type)
+        .with_resource_name(r.resource_name.clone())
+        .with_configs(Vec::new())
 }
 
 struct Options {
@@ -394,6 +443,21 @@ mod tests {
         );
         assert_eq!(r.error_code, errors::INVALID_REQUEST);
         assert_eq!(r.resource_type, 16);
+    }
+
+    #[test]
+    fn unauthorized_resources() {
+        let r = unauthorized(&resource(RESOURCE_TOPIC, "t", None));
+        assert_eq!(r.error_code, errors::TOPIC_AUTHORIZATION_FAILED);
+        assert_eq!(
+            r.error_message.as_deref(),
+            Some("Topic authorization failed.")
+        );
+        assert_eq!(r.resource_name.as_str(), "t");
+        let r = unauthorized(&resource(RESOURCE_BROKER_LOGGER, "0", None));
+        assert_eq!(r.error_code, errors::CLUSTER_AUTHORIZATION_FAILED);
+        assert_eq!(r.resource_type, RESOURCE_BROKER_LOGGER);
+        assert!(r.configs.is_empty());
     }
 
     #[test]

@@ -10,22 +10,35 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
-use crate::protocol::{decode_body, Request};
+use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
-/// No authorizer: every group operation (READ 3, DELETE 6, DESCRIBE 8).
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: DescribeGroupsRequest = decode_body(req)?;
-    let operations = if r.include_authorized_operations {
-        GROUP_OPERATIONS
-    } else {
-        OPERATIONS_NOT_REQUESTED
-    };
+    // Refused groups come first, as Kafka lists them.
+    let mut refused = Vec::new();
     let mut groups = Vec::with_capacity(r.groups.len());
     for gid in &r.groups {
+        if !ctx.authorize(req, AclOperation::Describe, ResourceType::Group, &gid.0) {
+            refused.push(
+                DescribedGroup::default()
+                    .with_error_code(errors::GROUP_AUTHORIZATION_FAILED.code())
+                    .with_group_id(gid.clone())
+                    .with_group_state(StrBytes::default())
+                    .with_protocol_type(StrBytes::default())
+                    .with_protocol_data(StrBytes::default())
+                    .with_authorized_operations(OPERATIONS_NOT_REQUESTED),
+            );
+            continue;
+        }
         let (error, d) = ctx.with_coordinator(|c, _, _| c.describe_group(&gid.0))?;
+        let operations = if r.include_authorized_operations && error.is_none() {
+            ctx.authorized_operations(req, ResourceType::Group, &gid.0)
+        } else {
+            OPERATIONS_NOT_REQUESTED
+        };
         let members = d
             .members
             .into_iter()
@@ -50,5 +63,6 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .with_authorized_operations(operations),
         );
     }
-    respond(req, &DescribeGroupsResponse::default().with_groups(groups))
+    refused.extend(groups);
+    respond(req, &DescribeGroupsResponse::default().with_groups(refused))
 }

@@ -3,7 +3,8 @@
 //! `ReplicaManager.describeLogDirs`): every log dir, in `log.dirs` order,
 //! with the size and offset lag of the logs asked for (all when `topics` is
 //! null) and, from v4, the volume's total and usable bytes. Every shard
-//! reports its own open logs; the entries are merged here.
+//! reports its own open logs; the entries are merged here. Needs DESCRIBE
+//! on the cluster.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -21,12 +22,20 @@ use super::{respond, HandlerResult, KafkaApis};
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica::{LogDirTopic, LogDirsFilter};
 use crate::router::{join_all, ShardRequest, ShardResponse};
+use crate::security::authorizer::AclOperation;
 
 /// Partitions by topic, by log dir: what the shards reported, merged.
 type LogDirEntries = Vec<BTreeMap<String, Vec<DescribeLogDirsPartition>>>;
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: DescribeLogDirsRequest = decode_body(req)?;
+    if !ctx.authorize_cluster(req, AclOperation::Describe) {
+        // No dirs; the error code is on the wire from v3 only.
+        let denied = DescribeLogDirsResponse::default()
+            .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED.code())
+            .with_results(Vec::new());
+        return respond(req, &denied);
+    }
     let filter: LogDirsFilter = r.topics.map(|topics| {
         let mut wanted: HashMap<String, HashSet<i32>> = HashMap::new();
         for t in topics {

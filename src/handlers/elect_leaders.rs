@@ -2,7 +2,8 @@
 //! cluster mode the active controller runs it (other brokers answer
 //! NOT_CONTROLLER, and the admin client retries at the controller, as with
 //! Kafka in ZooKeeper mode); a single embedded broker has one replica per
-//! partition, so every election is ELECTION_NOT_NEEDED.
+//! partition, so every election is ELECTION_NOT_NEEDED. Needs ALTER on
+//! the cluster.
 
 use std::rc::Rc;
 
@@ -16,6 +17,7 @@ use crate::controller::{ControllerRequest, ElectionResult};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::AclOperation;
 
 fn results_body(results: Vec<ElectionResult>) -> Vec<ReplicaElectionResult> {
     let mut out: Vec<ReplicaElectionResult> = Vec::new();
@@ -56,6 +58,9 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         let body = ElectLeadersResponse::default().with_error_code(code.code());
         respond(req, &body)
     };
+    if !ctx.authorize_cluster(req, AclOperation::Alter) {
+        return respond(req, &unauthorized(partitions, req.api_version));
+    }
     if !matches!(election_type, 0 | 1) {
         return top_error(errors::INVALID_REQUEST);
     }
@@ -70,6 +75,30 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         .with_error_code(errors::NONE.code())
         .with_replica_election_results(results_body(results));
     respond(req, &body)
+}
+
+/// A denied request: CLUSTER_AUTHORIZATION_FAILED at the top (v1+) and
+/// for each partition named once, without a message; none when all were
+/// asked for.
+fn unauthorized(partitions: Option<Vec<(String, i32)>>, version: i16) -> ElectLeadersResponse {
+    let code = errors::CLUSTER_AUTHORIZATION_FAILED;
+    let mut named: Vec<(String, i32)> = partitions.unwrap_or_default();
+    let mut seen = std::collections::HashSet::new();
+    named.retain(|tp| seen.insert(tp.clone()));
+    let results = named
+        .into_iter()
+        .map(|(topic, partition)| ElectionResult {
+            topic,
+            partition,
+            error_code: code,
+            error_message: None,
+        })
+        .collect();
+    // ElectLeadersResponse sets the top-level code from v1 only.
+    let top = if version >= 1 { code } else { errors::NONE };
+    ElectLeadersResponse::default()
+        .with_error_code(top.code())
+        .with_replica_election_results(results_body(results))
 }
 
 /// Cluster mode: the active controller elects; Err is the top-level error.
@@ -122,4 +151,33 @@ fn elect_single_broker(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unauthorized_names_each_partition_once() {
+        let asked = vec![
+            ("a".to_string(), 0),
+            ("b".to_string(), 1),
+            ("a".to_string(), 0),
+        ];
+        let r = unauthorized(Some(asked), 1);
+        assert_eq!(r.error_code, errors::CLUSTER_AUTHORIZATION_FAILED);
+        assert_eq!(r.replica_election_results.len(), 2);
+        let a = &r.replica_election_results[0];
+        assert_eq!(a.topic.0.as_str(), "a");
+        assert_eq!(a.partition_result.len(), 1);
+        assert_eq!(
+            a.partition_result[0].error_code,
+            errors::CLUSTER_AUTHORIZATION_FAILED
+        );
+        assert!(a.partition_result[0].error_message.is_none());
+        let v0 = unauthorized(None, 0);
+        assert_eq!((v0.error_code, v0.replica_election_results.len()), (0, 0));
+        crate::protocol::encode_response(kafka_protocol::messages::ApiKey::ElectLeaders, 0, 1, &v0)
+            .unwrap();
+    }
 }

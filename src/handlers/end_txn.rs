@@ -13,6 +13,7 @@ use crate::coordinator::transaction::transaction_coordinator::TransactionResult;
 use crate::coordinator::transaction::transaction_metadata::TRANSACTION_VERSION_2;
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// Before v2, PRODUCER_FENCED is sent as INVALID_PRODUCER_EPOCH.
 const PRODUCER_FENCED_VERSION: i16 = 2;
@@ -21,6 +22,16 @@ const TRANSACTION_VERSION_2_VERSION: i16 = 5;
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: EndTxnRequest = decode_body(req)?;
+    if !ctx.authorize(
+        req,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &r.transactional_id.0,
+    ) {
+        let body = EndTxnResponse::default()
+            .with_error_code(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code());
+        return respond(req, &body);
+    }
     let result = if r.committed {
         TransactionResult::Commit
     } else {

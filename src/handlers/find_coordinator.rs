@@ -17,6 +17,7 @@ use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{ShardRequest, CONTROLLER_SHARD};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 const GROUP_KEY_TYPE: i8 = 0;
 const TRANSACTION_KEY_TYPE: i8 = 1;
@@ -49,6 +50,36 @@ fn find(ctx: &KafkaApis, req: &Request, key_type: i8, key: &str) -> Found {
             "The coordinator is not available.",
         )
     };
+    // Kafka's getCoordinator asks before anything else.
+    let authorized = match key_type {
+        GROUP_KEY_TYPE => ctx.authorize(req, AclOperation::Describe, ResourceType::Group, key),
+        TRANSACTION_KEY_TYPE => ctx.authorize(
+            req,
+            AclOperation::Describe,
+            ResourceType::TransactionalId,
+            key,
+        ),
+        SHARE_KEY_TYPE if version >= SHARE_VERSION => {
+            ctx.authorize_cluster(req, AclOperation::ClusterAction)
+        }
+        _ => true,
+    };
+    if !authorized {
+        return match key_type {
+            GROUP_KEY_TYPE => fail(
+                errors::GROUP_AUTHORIZATION_FAILED,
+                "Group authorization failed.",
+            ),
+            TRANSACTION_KEY_TYPE => fail(
+                errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "Transactional Id authorization failed.",
+            ),
+            _ => fail(
+                errors::CLUSTER_AUTHORIZATION_FAILED,
+                "Cluster authorization failed.",
+            ),
+        };
+    }
     match key_type {
         GROUP_KEY_TYPE => coordinator_for(ctx, &req.listener_name, OFFSETS_TOPIC, key)
             .unwrap_or_else(not_available),

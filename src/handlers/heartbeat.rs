@@ -6,10 +6,16 @@ use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
-use crate::protocol::{decode_body, Request};
+use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: HeartbeatRequest = decode_body(req)?;
+    if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0) {
+        let response =
+            HeartbeatResponse::default().with_error_code(errors::GROUP_AUTHORIZATION_FAILED.code());
+        return respond(req, &response);
+    }
     let error = ctx.with_coordinator(|c, log, now| {
         c.heartbeat(
             log,

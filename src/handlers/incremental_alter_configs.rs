@@ -1,16 +1,17 @@
 //! IncrementalAlterConfigs (API 44, v0-1), run on the controller shard:
 //! SET, DELETE, APPEND and SUBTRACT applied to each resource's stored
 //! overrides (what kafka-configs sends for topics and broker loggers, and
-//! the Java AdminClient's `incrementalAlterConfigs`).
+//! the Java AdminClient's `incrementalAlterConfigs`). ALTER_CONFIGS on
+//! the topic or the cluster, as for AlterConfigs.
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::outcome;
+use super::alter_configs::alter_authorized;
 use super::{respond, HandlerResult};
-use crate::admin::configs::{alter_configs, AlterConfigsResource, AlterKind};
+use crate::admin::configs::{AlterConfigsResource, AlterKind};
 use crate::config::alter_ops::AlterConfigOp;
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, Request};
@@ -34,8 +35,9 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .collect(),
         })
         .collect();
-    let results = alter_configs(
-        &ctx.admin,
+    let results = alter_authorized(
+        ctx,
+        req,
         &resources,
         AlterKind::Incremental,
         request.validate_only,
@@ -45,8 +47,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         .resources
         .iter()
         .zip(results)
-        .map(|(r, result)| {
-            let (code, message) = outcome(result);
+        .map(|(r, (code, message))| {
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)

@@ -16,6 +16,7 @@ use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::security::authorizer::{AclOperation, AuditLog, ResourceType, CLUSTER_NAME};
 
 /// Before v4, PRODUCER_FENCED is sent as INVALID_PRODUCER_EPOCH.
 const PRODUCER_FENCED_VERSION: i16 = 4;
@@ -58,8 +59,37 @@ fn response(
         .with_producer_epoch(producer_epoch)
 }
 
+/// KafkaApis' checks, before the request's own: WRITE on the
+/// transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
+/// cluster or WRITE on some topic.
+fn refusal(ctx: &KafkaApis, req: &Request, request: &InitProducerIdRequest) -> Option<ErrorCode> {
+    match &request.transactional_id {
+        Some(id) => (!ctx.authorize(
+            req,
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            &id.0,
+        ))
+        .then_some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        None => {
+            let idempotent =
+                ctx.authorize_logged(
+                    req,
+                    AclOperation::IdempotentWrite,
+                    ResourceType::Cluster,
+                    CLUSTER_NAME,
+                    AuditLog::ALLOWED_ONLY,
+                ) || ctx.authorize_by_resource_type(req, AclOperation::Write, ResourceType::Topic);
+            (!idempotent).then_some(errors::CLUSTER_AUTHORIZATION_FAILED)
+        }
+    }
+}
+
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: InitProducerIdRequest = decode_body(req)?;
+    if let Some(code) = refusal(ctx, req, &request) {
+        return respond(req, &response(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH));
+    }
     let body = match decide(&request) {
         Decision::Fail(code) => response(code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
         Decision::Transactional => {

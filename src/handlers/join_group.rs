@@ -12,6 +12,7 @@ use crate::coordinator::group::JoinResult;
 use crate::coordinator::group_coordinator::JoinParams;
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// From v4 a first join gets MEMBER_ID_REQUIRED (KIP-394).
 const KNOWN_MEMBER_ID_VERSION: i16 = 4;
@@ -21,6 +22,18 @@ const SKIP_ASSIGNMENT_VERSION: i16 = 9;
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: JoinGroupRequest = decode_body(req)?;
+    if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0) {
+        // JoinGroupRequest.getErrorResponse.
+        let protocol_name =
+            (req.api_version < PROTOCOL_IN_RESPONSE_VERSION).then(StrBytes::default);
+        let response = JoinGroupResponse::default()
+            .with_error_code(errors::GROUP_AUTHORIZATION_FAILED.code())
+            .with_generation_id(-1)
+            .with_protocol_name(protocol_name)
+            .with_leader(StrBytes::default())
+            .with_member_id(StrBytes::default());
+        return respond(req, &response);
+    }
     let member_id = r.member_id.to_string();
     let params = JoinParams {
         group_id: r.group_id.0.to_string(),

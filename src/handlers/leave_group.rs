@@ -9,12 +9,19 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 const BATCH_VERSION: i16 = 3;
 
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: LeaveGroupRequest = decode_body(req)?;
     let batch = req.api_version >= BATCH_VERSION;
+    if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0) {
+        // No member results, only the top-level error.
+        let response = LeaveGroupResponse::default()
+            .with_error_code(errors::GROUP_AUTHORIZATION_FAILED.code());
+        return respond(req, &response);
+    }
     let leaving: Vec<(String, Option<String>)> = if batch {
         r.members
             .iter()

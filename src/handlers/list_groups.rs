@@ -10,6 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, Request};
+use crate::security::authorizer::{AclOperation, AuditLog, ResourceType, CLUSTER_NAME};
 
 const CLASSIC_GROUP_TYPE: &str = "classic";
 
@@ -21,7 +22,27 @@ pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             .iter()
             .any(|t| t.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
     let (error, groups) = ctx.with_coordinator(|c, _, _| c.list_groups(&states))?;
-    let groups = if type_ok { groups } else { Vec::new() };
+    let mut groups = if type_ok { groups } else { Vec::new() };
+    // DESCRIBE on the cluster lists every group; otherwise only those the
+    // principal may describe, the rest silently left out.
+    let all = ctx.authorize_logged(
+        req,
+        AclOperation::Describe,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        AuditLog::ALLOWED_ONLY,
+    );
+    if !all {
+        groups.retain(|(id, ..)| {
+            ctx.authorize_logged(
+                req,
+                AclOperation::Describe,
+                ResourceType::Group,
+                id,
+                AuditLog::ALLOWED_ONLY,
+            )
+        });
+    }
     let listed = groups
         .into_iter()
         .map(|(id, protocol_type, state)| {

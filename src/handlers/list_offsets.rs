@@ -25,6 +25,7 @@ use crate::replica::{
 };
 use crate::router::ShardGroups;
 use crate::router::{ShardRequest, ShardResponse};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// The first version that may ask for each special (negative) timestamp.
 fn timestamp_min_version(timestamp: i64) -> Option<i16> {
@@ -78,7 +79,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         return handle_v0(ctx, req).await;
     }
     let request: ListOffsetsRequest = decode_body(req)?;
-    let (mut results, by_shard) = group_by_shard(ctx, req.api_version, &request);
+    let (mut results, by_shard) = group_by_shard(ctx, req, &request);
     by_shard
         .run(
             &ctx.router,
@@ -104,12 +105,13 @@ const READ_COMMITTED: i8 = 1;
 
 fn group_by_shard(
     ctx: &KafkaApis,
-    version: i16,
+    req: &Request,
     request: &ListOffsetsRequest,
 ) -> (
     Vec<Option<ListOffsetsPartResult>>,
     ShardGroups<ListOffsetsPart>,
 ) {
+    let version = req.api_version;
     let image = ctx.metadata.image();
     let mut results: Vec<Option<ListOffsetsPartResult>> = Vec::new();
     let mut by_shard = ShardGroups::new(ctx.nr_shards);
@@ -117,9 +119,15 @@ fn group_by_shard(
     for t in &request.topics {
         let name = t.name.0.as_str();
         let count = image.topic(name).map(|i| i.partitions.len()).unwrap_or(0);
+        // DESCRIBE before anything else is looked at.
+        let described = ctx.authorize(req, AclOperation::Describe, ResourceType::Topic, name);
         for p in &t.partitions {
             let idx = results.len();
             results.push(None);
+            if !described {
+                results[idx] = Some(failed(errors::TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             let duplicate = duplicates.contains(&(name, p.partition_index));
             let error = request_error(duplicate, version, p).or((p.partition_index < 0
                 || p.partition_index as usize >= count)
@@ -184,11 +192,14 @@ async fn handle_v0(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut by_shard = ShardGroups::new(ctx.nr_shards);
     for t in &request.topics {
         let count = image.topic(&t.name).map_or(0, |i| i.partitions.len());
+        let described = ctx.authorize(req, AclOperation::Describe, ResourceType::Topic, &t.name);
         for p in &t.partitions {
             let idx = results.len();
             results.push(None);
             // v0 knows only the latest (-1) and earliest (-2) specials.
-            if p.timestamp < EARLIEST_TIMESTAMP {
+            if !described {
+                results[idx] = Some(Err(errors::TOPIC_AUTHORIZATION_FAILED));
+            } else if p.timestamp < EARLIEST_TIMESTAMP {
                 results[idx] = Some(Err(errors::UNSUPPORTED_VERSION));
             } else if p.partition_index < 0 || p.partition_index as usize >= count {
                 results[idx] = Some(Err(errors::UNKNOWN_TOPIC_OR_PARTITION));

@@ -1,6 +1,7 @@
 //! ListPartitionReassignments (API 46, v0, KIP-455): the reassignments in
 //! progress, from the active controller (other brokers answer
-//! NOT_CONTROLLER). Listed only in cluster mode.
+//! NOT_CONTROLLER). Listed only in cluster mode. Needs DESCRIBE on the
+//! cluster.
 
 use std::rc::Rc;
 
@@ -13,14 +14,20 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::alter_partition_reassignments::NOT_CONTROLLER_MESSAGE;
+use super::auth_helper::not_authorized_message;
 use super::{ask_active_controller, respond, HandlerResult};
 use crate::controller::reassignment::OngoingReassignment;
 use crate::controller::ControllerRequest;
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::AclOperation;
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ListPartitionReassignmentsRequest = decode_body(req)?;
+    if !ctx.authorize_cluster(req, AclOperation::Describe) {
+        let message = StrBytes::from_string(not_authorized_message(req));
+        return respond(req, &unauthorized(&request, message));
+    }
     let partitions: Option<Vec<(String, i32)>> = request.topics.as_ref().map(|ts| {
         ts.iter()
             .flat_map(|t| {
@@ -53,6 +60,33 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             ),
     };
     respond(req, &body)
+}
+
+/// getErrorResponse for authorizeClusterOperation's exception: its code
+/// and message at the top, the partitions asked about echoed bare.
+fn unauthorized(
+    request: &ListPartitionReassignmentsRequest,
+    message: StrBytes,
+) -> ListPartitionReassignmentsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .flatten()
+        .map(|t| {
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&p| OngoingPartitionReassignment::default().with_partition_index(p))
+                .collect();
+            OngoingTopicReassignment::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListPartitionReassignmentsResponse::default()
+        .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED.code())
+        .with_error_message(Some(message))
+        .with_topics(topics)
 }
 
 fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {

@@ -20,6 +20,7 @@ use crate::metadata::metadata_cache::{MetadataImage, TopicInfo};
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::security::authorizer::{AclOperation, AuditLog, ResourceType, CLUSTER_NAME};
 
 fn topic_entry(t: &TopicInfo, v: i16) -> MetadataResponseTopic {
     let partitions = t
@@ -81,51 +82,158 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     };
     let allow_auto_create = (req.api_version < 4 || request.allow_auto_topic_creation)
         && ctx.config.auto_create_topics_enable;
-    let mut topics = Vec::new();
-    if all_topics {
-        let mut names: Vec<&String> = image.topics.keys().collect();
-        names.sort();
-        for n in names {
-            topics.push(topic_entry(&image.topics[n], req.api_version));
-        }
+    let (mut topics, refused) = if all_topics {
+        (described_topics(ctx, req, &image), Vec::new())
     } else {
         let requested = request.topics.take().unwrap_or_default();
-        let missing: Vec<String> = requested
-            .iter()
-            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
-            .filter(|n| image.topic(n).is_none())
-            .collect();
-        if !missing.is_empty() && allow_auto_create {
-            // Answered from this image: the new topics show up once created.
-            request_auto_creation(ctx, missing).await;
-        }
-        for t in requested {
-            topics.push(requested_topic_entry(
-                &image,
-                &t,
-                allow_auto_create,
-                req.api_version,
-            ));
+        requested_topics(ctx, req, &image, &requested, allow_auto_create).await
+    };
+    let v = req.api_version;
+    if v >= 8 && request.include_topic_authorized_operations {
+        for t in &mut topics {
+            let name = t.name.as_ref().map(|n| n.0.as_str()).unwrap_or("");
+            t.topic_authorized_operations =
+                ctx.authorized_operations(req, ResourceType::Topic, name);
         }
     }
-    let brokers = broker_entries(&image, &req.listener_name, req.api_version);
-    let body = MetadataResponse::default()
+    topics.extend(refused);
+    let brokers = broker_entries(&image, &req.listener_name, v);
+    let mut body = MetadataResponse::default()
         .with_brokers(brokers)
-        .with_cluster_id(if req.api_version >= 2 {
+        .with_cluster_id(if v >= 2 {
             Some(StrBytes::from_string(image.cluster_id.clone()))
         } else {
             None
         })
-        .with_controller_id(BrokerId(if req.api_version >= 1 {
-            image.controller_id
-        } else {
-            -1
-        }))
+        .with_controller_id(BrokerId(if v >= 1 { image.controller_id } else { -1 }))
         .with_topics(topics);
-    respond(
+    // v11 dropped the cluster's field (DescribeCluster carries it).
+    if (8..=10).contains(&v) && request.include_cluster_authorized_operations {
+        body.cluster_authorized_operations = if ctx.authorize_cluster(req, AclOperation::Describe) {
+            ctx.authorized_operations(req, ResourceType::Cluster, CLUSTER_NAME)
+        } else {
+            0
+        };
+    }
+    respond(req, &body)
+}
+
+/// Every topic the principal may describe, by name; the others are left
+/// out without a word (nor an audit line at info, as in Kafka).
+fn described_topics(
+    ctx: &KafkaApis,
+    req: &Request,
+    image: &MetadataImage,
+) -> Vec<MetadataResponseTopic> {
+    let mut names: Vec<&String> = image.topics.keys().collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter(|n| {
+            ctx.authorize_logged(
+                req,
+                AclOperation::Describe,
+                ResourceType::Topic,
+                n,
+                AuditLog::ALLOWED_ONLY,
+            )
+        })
+        .map(|n| topic_entry(&image.topics[n], req.api_version))
+        .collect()
+}
+
+/// The topics a request names, then (to append after the authorized ones,
+/// as Kafka orders them) those refused: TOPIC_AUTHORIZATION_FAILED without
+/// DESCRIBE, whether the topic exists or not, and for a topic to be
+/// auto-created without CREATE on the cluster or on it.
+async fn requested_topics(
+    ctx: &Rc<KafkaApis>,
+    req: &Request,
+    image: &MetadataImage,
+    requested: &[MetadataRequestTopic],
+    allow_auto_create: bool,
+) -> (Vec<MetadataResponseTopic>, Vec<MetadataResponseTopic>) {
+    let v = req.api_version;
+    let name_of = |t: &MetadataRequestTopic| -> Option<String> {
+        match &t.name {
+            Some(n) => Some(n.0.to_string()),
+            None => image.topic_by_id(&t.topic_id).map(|i| i.name.clone()),
+        }
+    };
+    let described: Vec<bool> = requested
+        .iter()
+        .map(|t| {
+            name_of(t)
+                .is_none_or(|n| ctx.authorize(req, AclOperation::Describe, ResourceType::Topic, &n))
+        })
+        .collect();
+    let missing: Vec<String> = requested
+        .iter()
+        .zip(&described)
+        .filter(|(_, d)| **d)
+        .filter_map(|(t, _)| t.name.as_ref().map(|n| n.0.to_string()))
+        .filter(|n| image.topic(n).is_none())
+        .collect();
+    let mut uncreatable: Vec<String> = Vec::new();
+    if !missing.is_empty() && allow_auto_create {
+        let (creatable, refused) = creatable_topics(ctx, req, missing);
+        uncreatable = refused;
+        if !creatable.is_empty() {
+            // Answered from this image: the new topics show up once created.
+            request_auto_creation(ctx, creatable).await;
+        }
+    }
+    let mut topics = Vec::new();
+    let (mut refused_create, mut refused_describe) = (Vec::new(), Vec::new());
+    for (t, described) in requested.iter().zip(described) {
+        let name = t.name.as_ref().map(|n| n.0.as_str());
+        if !described {
+            let id = if name.is_some() {
+                Uuid::nil()
+            } else {
+                t.topic_id
+            };
+            refused_describe.push(error_entry(name, id, errors::TOPIC_AUTHORIZATION_FAILED, v));
+        } else if name.is_some_and(|n| uncreatable.iter().any(|u| u == n)) {
+            let n = name.unwrap_or_default();
+            refused_create.push(
+                error_entry(name, Uuid::nil(), errors::TOPIC_AUTHORIZATION_FAILED, v)
+                    .with_is_internal(v >= 1 && is_internal_topic(n)),
+            );
+        } else {
+            topics.push(requested_topic_entry(image, t, allow_auto_create, v));
+        }
+    }
+    refused_create.extend(refused_describe);
+    (topics, refused_create)
+}
+
+/// Kafka's Topic.isInternal.
+fn is_internal_topic(name: &str) -> bool {
+    name == crate::coordinator::OFFSETS_TOPIC
+        || name == crate::coordinator::transaction::TRANSACTION_STATE_TOPIC
+}
+
+/// Auto-creation needs CREATE on the cluster or on the topic: the topics
+/// that may be created, and those that may not.
+fn creatable_topics(
+    ctx: &KafkaApis,
+    req: &Request,
+    missing: Vec<String>,
+) -> (Vec<String>, Vec<String>) {
+    let cluster_create = ctx.authorize_logged(
         req,
-        &with_authorized_operations(body, &request, req.api_version),
-    )
+        AclOperation::Create,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        AuditLog::ALLOWED_ONLY,
+    );
+    if cluster_create {
+        return (missing, Vec::new());
+    }
+    missing
+        .into_iter()
+        .partition(|n| ctx.authorize(req, AclOperation::Create, ResourceType::Topic, n))
 }
 
 /// Kafka's MetadataRequest.getErrorResponse: no brokers, no controller,
@@ -219,79 +327,4 @@ async fn request_auto_creation(ctx: &Rc<KafkaApis>, missing: Vec<String>) {
         }
     };
     debug_assert_eq!(codes.len(), n);
-}
-
-/// Every operation Kafka defines on a topic (`AclEntry.supportedOperations`:
-/// READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
-/// ALTER_CONFIGS) as the bit field Kafka reports without an authorizer.
-pub const TOPIC_AUTHORIZED_OPERATIONS_ALL: i32 = bits(&[3, 4, 5, 6, 7, 8, 10, 11]);
-/// The same for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-/// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-pub const CLUSTER_AUTHORIZED_OPERATIONS_ALL: i32 = bits(&[5, 7, 8, 9, 10, 11, 12]);
-
-/// Kafka's `Utils.to32BitField` of AclOperation codes.
-const fn bits(codes: &[u8]) -> i32 {
-    let mut field = 0i32;
-    let mut i = 0;
-    while i < codes.len() {
-        field |= 1 << codes[i];
-        i += 1;
-    }
-    field
-}
-
-/// Kafka's KafkaApis (no authorizer): from v8 every topic gets all topic
-/// operations when asked; v8-v10 also carry the cluster's (v11 dropped the
-/// field). Unasked, the fields keep their default, i32::MIN.
-fn with_authorized_operations(
-    mut body: MetadataResponse,
-    request: &MetadataRequest,
-    version: i16,
-) -> MetadataResponse {
-    if version < 8 {
-        return body;
-    }
-    if request.include_topic_authorized_operations {
-        for t in &mut body.topics {
-            t.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS_ALL;
-        }
-    }
-    if version <= 10 && request.include_cluster_authorized_operations {
-        body.cluster_authorized_operations = CLUSTER_AUTHORIZED_OPERATIONS_ALL;
-    }
-    body
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn operation_bit_fields_match_kafka() {
-        assert_eq!(TOPIC_AUTHORIZED_OPERATIONS_ALL, 3576);
-        assert_eq!(CLUSTER_AUTHORIZED_OPERATIONS_ALL, 8096);
-    }
-
-    fn answer(version: i16, topics: bool, cluster: bool) -> MetadataResponse {
-        let request = MetadataRequest::default()
-            .with_include_topic_authorized_operations(topics)
-            .with_include_cluster_authorized_operations(cluster);
-        let body = MetadataResponse::default().with_topics(vec![MetadataResponseTopic::default()]);
-        with_authorized_operations(body, &request, version)
-    }
-
-    #[test]
-    fn authorized_operations_only_when_asked_and_supported() {
-        let r = answer(8, true, true);
-        assert_eq!(r.topics[0].topic_authorized_operations, 3576);
-        assert_eq!(r.cluster_authorized_operations, 8096);
-        let r = answer(10, false, false);
-        assert_eq!(r.topics[0].topic_authorized_operations, i32::MIN);
-        assert_eq!(r.cluster_authorized_operations, i32::MIN);
-        let r = answer(11, true, true);
-        assert_eq!(r.topics[0].topic_authorized_operations, 3576);
-        assert_eq!(r.cluster_authorized_operations, i32::MIN);
-        let r = answer(7, true, true);
-        assert_eq!(r.topics[0].topic_authorized_operations, i32::MIN);
-    }
 }

@@ -79,8 +79,8 @@ use crate::protocol::errors::ErrorCode;
 use crate::protocol::{encode_response, Request, Response};
 use crate::quota::{QuotaManagers, ShardQuotaCaches};
 use crate::replica::{LogDirs, ReplicaManager};
-use crate::security::authorizer::AclAuthorizer;
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::security::authorizer::AclAuthorizer;
 
 /// Kafka's `KafkaApis` for one shard: what the request handlers reach. The
 /// services are owned by the layers below; this only holds them.

@@ -16,6 +16,7 @@ use crate::coordinator::offsets::{CommitOutcome, CommitPart, OffsetCommit};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// Versions 2-4 carry a retention time (-1: the broker default).
 const LAST_RETENTION_VERSION: i16 = 4;
@@ -52,12 +53,24 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut parts = Vec::new();
     // Index into `parts` per request partition, or the error it gets.
     let mut slots: Vec<Vec<Result<usize, ErrorCode>>> = Vec::with_capacity(r.topics.len());
+    // READ on the group, then on each topic, before existence.
+    let group_read = ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0);
     for t in &r.topics {
         let topic = image.topic(&t.name.0);
+        let refused = if !group_read {
+            Some(errors::GROUP_AUTHORIZATION_FAILED)
+        } else if !ctx.authorize(req, AclOperation::Read, ResourceType::Topic, &t.name.0) {
+            Some(errors::TOPIC_AUTHORIZATION_FAILED)
+        } else {
+            None
+        };
         slots.push(
             t.partitions
                 .iter()
                 .map(|p| {
+                    if let Some(e) = refused {
+                        return Err(e);
+                    }
                     let exists = topic.is_some_and(|t| {
                         t.partitions
                             .iter()

@@ -14,18 +14,33 @@ use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 pub fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetDeleteRequest = decode_body(req)?;
+    if !ctx.authorize(
+        req,
+        AclOperation::Delete,
+        ResourceType::Group,
+        &r.group_id.0,
+    ) {
+        let response = OffsetDeleteResponse::default()
+            .with_error_code(errors::GROUP_AUTHORIZATION_FAILED.code());
+        return respond(req, &response);
+    }
     let image = ctx.metadata.image();
     let mut parts = Vec::new();
     let mut slots: Vec<Vec<Result<usize, ErrorCode>>> = Vec::with_capacity(r.topics.len());
     for t in &r.topics {
         let known = image.topic(&t.name.0).is_some();
+        let read = ctx.authorize(req, AclOperation::Read, ResourceType::Topic, &t.name.0);
         slots.push(
             t.partitions
                 .iter()
                 .map(|p| {
+                    if !read {
+                        return Err(errors::TOPIC_AUTHORIZATION_FAILED);
+                    }
                     if !known {
                         return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
                     }

@@ -1,7 +1,10 @@
 //! OffsetForLeaderEpoch (API 23, v2-4): the end offset of a leader epoch,
 //! looked up in each partition's leader-epoch cache on its owning shard.
 //! Clients use it to validate their position after a leader change.
+//! Followers have CLUSTER_ACTION on the cluster; clients need DESCRIBE on
+//! each topic (KIP-320).
 
+use std::collections::HashSet;
 use std::rc::Rc;
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
@@ -9,12 +12,14 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use super::auth_helper::passes;
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
 use crate::replica::EpochQuery;
 use crate::router::ShardGroups;
 use crate::router::{ShardRequest, ShardResponse};
+use crate::security::authorizer::{AclOperation, AuditLog, ResourceType, CLUSTER_NAME};
 
 /// Failures carry Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET (-1).
 type PartResult = crate::replica::EpochEndOffset;
@@ -22,14 +27,20 @@ type PartResult = crate::replica::EpochEndOffset;
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: OffsetForLeaderEpochRequest = decode_body(req)?;
     let image = ctx.metadata.image();
+    let authorized = authorized_topics(ctx, req, &request);
     let mut results: Vec<Option<PartResult>> = Vec::new();
     let mut by_shard = ShardGroups::new(ctx.nr_shards);
     for t in &request.topics {
         let name = t.topic.0.as_str();
+        let allowed = passes(&authorized, name);
         let count = image.topic(name).map_or(0, |i| i.partitions.len());
         for p in &t.partitions {
             let idx = results.len();
             results.push(None);
+            if !allowed {
+                results[idx] = Some(PartResult::failed(errors::TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             if p.partition < 0 || p.partition as usize >= count {
                 results[idx] = Some(PartResult::failed(errors::UNKNOWN_TOPIC_OR_PARTITION));
                 continue;
@@ -59,8 +70,43 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
             || PartResult::failed(errors::NOT_LEADER_OR_FOLLOWER),
         )
         .await;
-    let response = epoch_end_offsets_response(&request, results);
+    let mut response = epoch_end_offsets_response(&request, results);
+    if authorized.is_some() {
+        // Kafka answers the unauthorized topics after the others.
+        let (mut topics, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut response.topics)
+            .into_iter()
+            .partition(|t| passes(&authorized, t.topic.0.as_str()));
+        topics.extend(denied);
+        response.topics = topics;
+    }
     respond(req, &response)
+}
+
+/// CLUSTER_ACTION on the cluster (a follower; its denial not logged) lets
+/// every topic through (None, as without an authorizer); else the topics
+/// the principal may DESCRIBE.
+fn authorized_topics<'a>(
+    ctx: &KafkaApis,
+    req: &Request,
+    request: &'a OffsetForLeaderEpochRequest,
+) -> Option<HashSet<&'a str>> {
+    let follower = ctx.authorize_logged(
+        req,
+        AclOperation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        AuditLog::ALLOWED_ONLY,
+    );
+    if follower {
+        return None;
+    }
+    ctx.filter_authorized(
+        req,
+        AclOperation::Describe,
+        ResourceType::Topic,
+        request.topics.iter().map(|t| t.topic.0.as_str()),
+        AuditLog::BOTH,
+    )
 }
 
 /// The results, one per partition in request order, back in the request's shape.

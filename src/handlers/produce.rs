@@ -22,6 +22,7 @@ use crate::protocol::{decode_body, errors, Request, Response};
 use crate::replica::{ProducePart, ProducePartResult, TxnVerification};
 use crate::router::ShardGroups;
 use crate::router::{ShardRequest, ShardResponse};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// Kafka's `RequestUtils.hasTransactionalRecords`: the first batch of any
 /// partition is a magic-2 batch with the transactional attribute.
@@ -59,7 +60,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: ProduceRequest = decode_body(req)?;
     let acks = request.acks;
     let timeout_ms = request.timeout_ms.max(0) as u64;
-    let (mut results, mut by_shard) = group_by_shard(ctx, req.api_version, &request);
+    let (mut results, mut by_shard) = group_by_shard(ctx, req, &request);
     if let Some(txn_id) = &request.transactional_id {
         if produce_needs_coordinator(ctx, req.api_version) {
             verify_transactional_parts(
@@ -133,19 +134,31 @@ fn record_produce_quota(ctx: &KafkaApis, req: &Request) -> u32 {
 /// shard.
 fn group_by_shard(
     ctx: &KafkaApis,
-    version: i16,
+    req: &Request,
     request: &ProduceRequest,
 ) -> (Vec<Option<ProducePartResult>>, ShardGroups<ProducePart>) {
+    let version = req.api_version;
     let image = ctx.metadata.image();
     let mut results: Vec<Option<ProducePartResult>> = Vec::new();
     let mut by_shard = ShardGroups::new(ctx.nr_shards);
     let valid_acks = matches!(request.acks, -1..=1);
-    // Kafka's KafkaApis: transactional records need an (authorized)
+    // Kafka's KafkaApis: transactional records need an authorized
     // transactional id, else every partition fails and nothing is stored.
-    let refuse_all = request.transactional_id.is_none() && has_transactional_records(request);
+    let refuse_all = has_transactional_records(request)
+        && !request.transactional_id.as_ref().is_some_and(|id| {
+            ctx.authorize(
+                req,
+                AclOperation::Write,
+                ResourceType::TransactionalId,
+                &id.0,
+            )
+        });
     for topic in &request.topic_data {
         let name = topic.name.0.as_str();
         let info = image.topic(name);
+        // Before existence: an unauthorized client learns nothing of it.
+        let authorized =
+            refuse_all || ctx.authorize(req, AclOperation::Write, ResourceType::Topic, name);
         for p in &topic.partition_data {
             let idx = results.len();
             results.push(None);
@@ -158,6 +171,12 @@ fn group_by_shard(
             }
             if !valid_acks {
                 results[idx] = Some(ProducePartResult::failed(errors::INVALID_REQUIRED_ACKS));
+                continue;
+            }
+            if !authorized {
+                results[idx] = Some(ProducePartResult::failed(
+                    errors::TOPIC_AUTHORIZATION_FAILED,
+                ));
                 continue;
             }
             match partition_records(info.map(|i| &**i), name, p, version) {

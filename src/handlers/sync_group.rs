@@ -10,6 +10,7 @@ use super::{respond, HandlerResult};
 use crate::coordinator::group::SyncResult;
 use crate::handlers::KafkaApis;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// From v5 protocol type and name travel both ways (KIP-559).
 const PROTOCOL_VERSION: i16 = 5;
@@ -17,6 +18,17 @@ const PROTOCOL_VERSION: i16 = 5;
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: SyncGroupRequest = decode_body(req)?;
     let v = req.api_version;
+    // From v5 a missing protocol type or name is refused before the ACL
+    // check (INCONSISTENT_GROUP_PROTOCOL, by the coordinator here).
+    let protocol_missing =
+        v >= PROTOCOL_VERSION && (r.protocol_type.is_none() || r.protocol_name.is_none());
+    if !protocol_missing
+        && !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0)
+    {
+        let response =
+            SyncGroupResponse::default().with_error_code(errors::GROUP_AUTHORIZATION_FAILED.code());
+        return respond(req, &response);
+    }
     let assignments = r
         .assignments
         .iter()

@@ -24,6 +24,7 @@ use crate::handlers::txn_verification::ask_coordinator;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// Before v2, COORDINATOR_LOAD_IN_PROGRESS is sent as COORDINATOR_NOT_AVAILABLE.
 const LOAD_IN_PROGRESS_VERSION: i16 = 2;
@@ -69,9 +70,30 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut parts = Vec::new();
     // Per request partition: its index in `parts`, or its error.
     let mut slots: Vec<Result<usize, ErrorCode>> = Vec::new();
+    // WRITE on the transactional id, READ on the group, then on each topic.
+    let whole_refusal = if !ctx.authorize(
+        req,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &r.transactional_id.0,
+    ) {
+        Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0) {
+        Some(errors::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
     for t in &r.topics {
         let topic = image.topic(&t.name.0);
+        let refusal = whole_refusal.or_else(|| {
+            (!ctx.authorize(req, AclOperation::Read, ResourceType::Topic, &t.name.0))
+                .then_some(errors::TOPIC_AUTHORIZATION_FAILED)
+        });
         for p in &t.partitions {
+            if let Some(e) = refusal {
+                slots.push(Err(e));
+                continue;
+            }
             let exists = topic.is_some_and(|t| {
                 t.partitions
                     .iter()

@@ -14,6 +14,8 @@
 //! the partitions (verify_only false, whatever the verification setting),
 //! retrying briefly while the previous transaction's markers are being
 //! written (CONCURRENT_TRANSACTIONS), as Kafka's AddPartitionsToTxnManager.
+//! The coordinator checks CLUSTER_ACTION of the asking broker; the local
+//! path asks no one.
 
 use std::rc::Rc;
 
@@ -264,6 +266,17 @@ pub async fn ask_coordinator(
     }
 }
 
+/// AddPartitionsToTxnManager: a coordinator that refused this broker's
+/// CLUSTER_ACTION must not show the producer an authorization error, so
+/// the verification is reported as not done (INVALID_TXN_STATE).
+fn whole_request_error(code: ErrorCode) -> ErrorCode {
+    log::error!("AddPartitionsToTxn verification returned with error {code}");
+    match code {
+        errors::CLUSTER_AUTHORIZATION_FAILED => errors::INVALID_TXN_STATE,
+        other => other,
+    }
+}
+
 fn add_partitions_request(
     transactional_id: &str,
     producer_id: i64,
@@ -298,7 +311,7 @@ fn add_partitions_request(
 /// whole; COORDINATOR_NOT_AVAILABLE for a part the answer leaves out).
 fn codes_of(r: &AddPartitionsToTxnResponse, parts: &[(String, i32)]) -> Vec<ErrorCode> {
     if r.error_code != 0 {
-        return vec![ErrorCode::from_wire(r.error_code); parts.len()];
+        return vec![whole_request_error(ErrorCode::from_wire(r.error_code)); parts.len()];
     }
     parts
         .iter()

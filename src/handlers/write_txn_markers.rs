@@ -1,6 +1,7 @@
 //! WriteTxnMarkers (API 27, v0-1): a transaction coordinator has this
 //! broker write commit or abort markers to partitions it leads; each is
-//! answered once replicated (Kafka appends markers with acks=all).
+//! answered once replicated (Kafka appends markers with acks=all). Needs
+//! ALTER or CLUSTER_ACTION on the cluster.
 
 use std::rc::Rc;
 
@@ -11,12 +12,30 @@ use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
 use super::{respond, HandlerResult};
 use crate::handlers::KafkaApis;
-use crate::protocol::{decode_body, Request};
+use crate::protocol::errors::ErrorCode;
+use crate::protocol::{decode_body, errors, Request};
 use crate::replica::{TxnMarker, TxnMarkerPart};
 use crate::router::write_txn_markers;
+use crate::security::authorizer::{AclOperation, AuditLog, ResourceType, CLUSTER_NAME};
+
+/// ALTER on the cluster (its denial not logged), else CLUSTER_ACTION.
+fn authorized(ctx: &KafkaApis, req: &Request) -> bool {
+    ctx.authorize_logged(
+        req,
+        AclOperation::Alter,
+        ResourceType::Cluster,
+        CLUSTER_NAME,
+        AuditLog::ALLOWED_ONLY,
+    ) || ctx.authorize_cluster(req, AclOperation::ClusterAction)
+}
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: WriteTxnMarkersRequest = decode_body(req)?;
+    if !authorized(ctx, req) {
+        // getErrorResponse: every partition of every marker.
+        let denied = response(&r, || errors::CLUSTER_AUTHORIZATION_FAILED);
+        return respond(req, &denied);
+    }
     let mut parts = Vec::new();
     for m in &r.markers {
         let marker = TxnMarker {
@@ -39,6 +58,15 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let mut codes = write_txn_markers(&ctx.router, parts, timeout_ms)
         .await
         .into_iter();
+    let body = response(&r, || codes.next().unwrap_or(errors::UNKNOWN_SERVER_ERROR));
+    respond(req, &body)
+}
+
+/// The request's markers with a code per partition, taken in order.
+fn response(
+    r: &WriteTxnMarkersRequest,
+    mut code: impl FnMut() -> ErrorCode,
+) -> WriteTxnMarkersResponse {
     let markers = r
         .markers
         .iter()
@@ -51,10 +79,9 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                         .partition_indexes
                         .iter()
                         .map(|&p| {
-                            let e = codes.next().expect("a code per partition");
                             WritableTxnMarkerPartitionResult::default()
                                 .with_partition_index(p)
-                                .with_error_code(e.code())
+                                .with_error_code(code().code())
                         })
                         .collect();
                     WritableTxnMarkerTopicResult::default()
@@ -67,8 +94,5 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
                 .with_topics(topics)
         })
         .collect();
-    respond(
-        req,
-        &WriteTxnMarkersResponse::default().with_markers(markers),
-    )
+    WriteTxnMarkersResponse::default().with_markers(markers)
 }

@@ -23,6 +23,7 @@ use crate::handlers::KafkaApis;
 use crate::metadata::{MetadataStore, StoreError, ANY_VERSION};
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::{AclOperation, ResourceType};
 
 /// Kafka's `ConsumerOffset.path`.
 fn offset_path(group: &str, topic: &str, partition: i32) -> String {
@@ -86,15 +87,25 @@ pub async fn commit(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let group = r.group_id.0.to_string();
     // (topic, partition, Some(offset) to store, or the error it gets).
     let mut parts: Vec<(String, i32, Result<i64, ErrorCode>)> = Vec::new();
+    let group_read = ctx.authorize(req, AclOperation::Read, ResourceType::Group, &group);
     for t in &r.topics {
         let count = image.topic(&t.name.0).map_or(0, |i| i.partitions.len());
+        let refused = if !group_read {
+            Some(errors::GROUP_AUTHORIZATION_FAILED)
+        } else if !ctx.authorize(req, AclOperation::Read, ResourceType::Topic, &t.name.0) {
+            Some(errors::TOPIC_AUTHORIZATION_FAILED)
+        } else {
+            None
+        };
         for p in &t.partitions {
             let known = p.partition_index >= 0 && (p.partition_index as usize) < count;
             let too_large = p
                 .committed_metadata
                 .as_ref()
                 .is_some_and(|m| m.len() > OFFSET_METADATA_MAX_BYTES);
-            let outcome = if !known {
+            let outcome = if let Some(code) = refused {
+                Err(code)
+            } else if !known {
                 Err(errors::UNKNOWN_TOPIC_OR_PARTITION)
             } else if too_large {
                 Err(errors::OFFSET_METADATA_TOO_LARGE)
@@ -142,15 +153,38 @@ pub async fn fetch(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let r: OffsetFetchRequest = decode_body(req)?;
     let image = ctx.metadata.image();
     let group = r.group_id.0.to_string();
+    // DESCRIBE on the group, then on each topic: refused partitions are
+    // answered -1 with the error, unread.
+    let group_described = ctx.authorize(req, AclOperation::Describe, ResourceType::Group, &group);
+    let refusals: Vec<Option<ErrorCode>> = r
+        .topics
+        .iter()
+        .flatten()
+        .map(|t| {
+            if !group_described {
+                Some(errors::GROUP_AUTHORIZATION_FAILED)
+            } else if !ctx.authorize(req, AclOperation::Describe, ResourceType::Topic, &t.name.0) {
+                Some(errors::TOPIC_AUTHORIZATION_FAILED)
+            } else {
+                None
+            }
+        })
+        .collect();
     let asked: Vec<(String, i32, bool)> = r
         .topics
         .iter()
         .flatten()
-        .flat_map(|t| {
+        .zip(&refusals)
+        .flat_map(|(t, refusal)| {
             let count = image.topic(&t.name.0).map_or(0, |i| i.partitions.len());
-            t.partition_indexes
-                .iter()
-                .map(move |&p| (t.name.0.to_string(), p, p >= 0 && (p as usize) < count))
+            let readable = refusal.is_none();
+            t.partition_indexes.iter().map(move |&p| {
+                (
+                    t.name.0.to_string(),
+                    p,
+                    readable && p >= 0 && (p as usize) < count,
+                )
+            })
         })
         .collect();
     // A partition that does not exist or has no offset answers -1 with
@@ -170,16 +204,20 @@ pub async fn fetch(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         .topics
         .iter()
         .flatten()
-        .map(|t| {
+        .zip(refusals)
+        .map(|(t, refusal)| {
             let partitions = t
                 .partition_indexes
                 .iter()
                 .map(|&p| {
-                    let (offset, error) = match found.next() {
-                        Some(Ok(Some(o))) => (o, errors::NONE),
-                        Some(Ok(None)) => (-1, errors::UNKNOWN_TOPIC_OR_PARTITION),
-                        Some(Err(code)) => (-1, code),
-                        None => (-1, errors::UNKNOWN_SERVER_ERROR),
+                    let (offset, error) = match (refusal, found.next()) {
+                        (Some(code), _) => (-1, code),
+                        (None, found) => match found {
+                            Some(Ok(Some(o))) => (o, errors::NONE),
+                            Some(Ok(None)) => (-1, errors::UNKNOWN_TOPIC_OR_PARTITION),
+                            Some(Err(code)) => (-1, code),
+                            None => (-1, errors::UNKNOWN_SERVER_ERROR),
+                        },
                     };
                     OffsetFetchResponsePartition::default()
                         .with_partition_index(p)

@@ -53,7 +53,10 @@ pub fn ensure_acl_paths(store: &mut dyn MetadataStore) -> StoreResult<()> {
 }
 
 /// KafkaZkClient.getVersionedAclsForResource.
-pub fn read_acls(store: &dyn MetadataStore, pattern: &ResourcePattern) -> StoreResult<VersionedAcls> {
+pub fn read_acls(
+    store: &dyn MetadataStore,
+    pattern: &ResourcePattern,
+) -> StoreResult<VersionedAcls> {
     let path = acl_znode_path(pattern).map_err(StoreError::BadArguments)?;
     match store.get(&path) {
         Ok((bytes, stat)) => Ok(VersionedAcls {
@@ -193,7 +196,7 @@ fn write_all(
 
 /// A pause before planning again (AclAuthorizer's 100-149 ms backoff).
 fn backoff(attempt: u32) {
-    let jitter_ms = (crate::util::now_ms() as u64 ^ u64::from(attempt).wrapping_mul(7919)) % 50;
+    let jitter_ms = (crate::util::now_ms() ^ u64::from(attempt).wrapping_mul(7919)) % 50;
     std::thread::sleep(Duration::from_millis(100 + jitter_ms));
 }
 
@@ -332,3 +335,7 @@ pub fn purge_obsolete_changes(store: &mut dyn MetadataStore, root: &str, now_ms:
     }
     purged
 }
+
+#[cfg(test)]
+#[path = "acls_tests.rs"]
+mod tests;

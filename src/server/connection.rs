@@ -697,7 +697,7 @@ async fn serve_frame(
         if let Some(api_key) = api_key_of(&frame) {
             if handlers::inter_broker::versions(api_key).is_some() {
                 io.drain().await?;
-                let resp = handlers::inter_broker::serve(ctx, frame).await?;
+                let resp = handlers::inter_broker::serve(ctx, identity, frame).await?;
                 drop(frame_charge);
                 return io.write_bytes(&resp).await;
             }

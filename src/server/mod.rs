@@ -28,7 +28,6 @@ use kshard_shards::mailbox::MailboxBuilder;
 use kshard_shards::stall::StallSettings;
 
 use crate::admin::embedded::EmbeddedAdmin;
-use crate::security::authorizer::AclAuthorizer;
 use crate::cluster::ClusterHandle;
 use crate::config::dynamic::DynamicBrokerConfig;
 use crate::config::BrokerConfig;
@@ -42,6 +41,7 @@ use crate::quota::QuotaManagers;
 use crate::replica::partitions::{log_dir_op_done, PreparedLogs};
 use crate::replica::{CheckpointEntry, LogDirs};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::security::authorizer::AclAuthorizer;
 use crate::util::now_ms;
 use listener::ListenerSecurity;
 use log_dirs::{prepare_log_dirs, split_by_owner, write_checkpoints};

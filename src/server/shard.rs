@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use kshard_shards::mailbox::LocalBoxFuture;
 
-use crate::security::authorizer::AclAuthorizer;
 use crate::admin::embedded::{store_synced, AllocatedProducerId, EmbeddedAdmin};
 use crate::admin::TopicAdmin;
 use crate::cluster::ClusterHandle;
@@ -31,6 +30,7 @@ use crate::replica::{
     CheckpointEntry, LogDirs, ReplicaConfig, ReplicaManager, RoleChange, TxnMarkerPart,
 };
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
+use crate::security::authorizer::AclAuthorizer;
 
 /// Kafka's `max.incremental.fetch.session.cache.slots` default.
 const FETCH_SESSION_CACHE_SLOTS: usize = 1000;

@@ -38,6 +38,14 @@ thread_local! {
     });
 }
 
+/// The authorizer is on, so every request goes through its checks and the
+/// ACL APIs write to the store; with no ACL everyone is allowed, so the
+/// other handlers are reached too (until an input writes a DENY).
+const BROKER_OVERRIDES: &[(&str, &str)] = &[
+    ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
+    ("allow.everyone.if.no.acl.found", "true"),
+];
+
 /// Runs `f` with the process's broker; `setup` runs once per fresh broker.
 pub fn with_broker<R>(
     setup: impl FnOnce(&InProcessBroker),
@@ -63,7 +71,7 @@ pub fn with_broker<R>(
                 slot.generation
             ));
             let _ = std::fs::remove_dir_all(&slot.dir);
-            let broker = InProcessBroker::start(&slot.dir, &[]).expect("in-process broker");
+            let broker = InProcessBroker::start(&slot.dir, BROKER_OVERRIDES).expect("in-process broker");
             setup(&broker);
             slot.broker = Some(broker);
             slot.inputs = 0;

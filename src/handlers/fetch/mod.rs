@@ -24,6 +24,7 @@ use crate::protocol::{decode_body, errors, Request};
 use crate::replica::{FetchBudget, FetchPart, FetchPartResult};
 use crate::router::{wait_for_data, ShardGroups};
 use crate::router::{ShardRequest, ShardResponse};
+use crate::security::authorizer::{AclOperation, ResourceType};
 use crate::util::now_ms;
 use kshard_shards::log::batch::RECORD_BATCH_OVERHEAD;
 use session::{FetchContext, FetchMetadata, PartitionResponse, RequestedPartition};
@@ -320,10 +321,11 @@ fn fetch_replica_id(ctx: &KafkaApis, version: i16, request: &FetchRequest) -> Re
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: FetchRequest = decode_body(req)?;
     let replica_id = fetch_replica_id(ctx, req.api_version, &request)?;
-    let context = new_context(ctx, req.api_version, &request);
+    let mut context = new_context(ctx, req.api_version, &request);
     if let FetchContext::SessionError { error_code } = context {
         return session_error_response(req, error_code);
     }
+    authorize_partitions(ctx, req, replica_id, context.partitions_mut());
     let partitions = context.partitions();
     let results = read_or_wait(ctx, req, &request, partitions, replica_id).await;
     encode_response(
@@ -335,6 +337,47 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
         replica_id,
     )
     .await
+}
+
+/// KafkaApis.handleFetchRequest's checks: a follower needs CLUSTER_ACTION
+/// (or every partition fails with TOPIC_AUTHORIZATION_FAILED), a consumer
+/// READ on each topic, checked after unknown topic ids and before
+/// existence, so an unauthorized client learns nothing of a topic.
+fn authorize_partitions(
+    ctx: &KafkaApis,
+    req: &Request,
+    replica_id: i32,
+    partitions: &mut [RequestedPartition],
+) {
+    if ctx.authorizer.is_none() {
+        return;
+    }
+    if replica_id >= 0 {
+        if !ctx.authorize_cluster(req, AclOperation::ClusterAction) {
+            for p in partitions {
+                p.error = Some(errors::TOPIC_AUTHORIZATION_FAILED);
+            }
+        }
+        return;
+    }
+    // A topic's partitions are next to each other: one check per run.
+    let mut last: Option<(String, bool)> = None;
+    for p in partitions {
+        if p.error == Some(errors::UNKNOWN_TOPIC_ID) {
+            continue;
+        }
+        let allowed = match &last {
+            Some((topic, allowed)) if *topic == p.topic => *allowed,
+            _ => {
+                let allowed = ctx.authorize(req, AclOperation::Read, ResourceType::Topic, &p.topic);
+                last = Some((p.topic.clone(), allowed));
+                allowed
+            }
+        };
+        if !allowed {
+            p.error = Some(errors::TOPIC_AUTHORIZATION_FAILED);
+        }
+    }
 }
 
 /// Reads at once; when Kafka would park the fetch (a DelayedFetch), waits

@@ -201,6 +201,15 @@ impl FetchContext {
         }
     }
 
+    pub fn partitions_mut(&mut self) -> &mut [RequestedPartition] {
+        match self {
+            FetchContext::SessionError { .. } => &mut [],
+            FetchContext::Sessionless { partitions }
+            | FetchContext::Full { partitions, .. }
+            | FetchContext::Incremental { partitions, .. } => partitions,
+        }
+    }
+
     /// The session id the response carries (0: none).
     pub fn session_id(&self) -> i32 {
         match self {

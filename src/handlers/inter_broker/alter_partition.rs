@@ -3,7 +3,8 @@
 //! controller answers; others say NOT_CONTROLLER. v2-3 name topics by id;
 //! v0-1 (`protocol::legacy`) by name, mapped to ids through the metadata
 //! image (an unknown name answers UNKNOWN_TOPIC_OR_PARTITION per
-//! partition, as Kafka's ZooKeeper controller does).
+//! partition, as Kafka's ZooKeeper controller does). Needs CLUSTER_ACTION
+//! on the cluster, checked before whether this is the controller.
 
 use std::rc::Rc;
 
@@ -19,12 +20,37 @@ use crate::protocol::legacy::{
     AlterPartitionV0TopicResponse,
 };
 use crate::protocol::{decode_body, errors, Request};
+use crate::security::authorizer::AclOperation;
+
+/// authorizeClusterOperation(CLUSTER_ACTION); a denial is answered as
+/// getErrorResponse does: the top-level code only.
+fn denied(ctx: &KafkaApis, req: &Request) -> Option<HandlerResult> {
+    if ctx.authorize_cluster(req, AclOperation::ClusterAction) {
+        return None;
+    }
+    let code = errors::CLUSTER_AUTHORIZATION_FAILED.code();
+    Some(if req.api_version < 2 {
+        let body = AlterPartitionV0Response {
+            error_code: code,
+            ..Default::default()
+        };
+        respond(req, &body)
+    } else {
+        respond(
+            req,
+            &AlterPartitionResponse::default().with_error_code(code),
+        )
+    })
+}
 
 pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     if req.api_version < 2 {
         return handle_named(ctx, req).await;
     }
     let request: AlterPartitionRequest = decode_body(req)?;
+    if let Some(denial) = denied(ctx, req) {
+        return denial;
+    }
     let mut changes = Vec::new();
     for t in &request.topics {
         for p in &t.partitions {
@@ -113,6 +139,9 @@ async fn alter(
 /// AlterPartition v0-1: topics by name.
 async fn handle_named(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     let request: AlterPartitionV0Request = decode_body(req)?;
+    if let Some(denial) = denied(ctx, req) {
+        return denial;
+    }
     let image = ctx.metadata.image();
     let mut changes = Vec::new();
     let mut names: Vec<(uuid::Uuid, &str)> = Vec::new();

@@ -1,6 +1,7 @@
 //! ControlledShutdown (API 7), sent by a broker that is stopping to the
 //! controller, which moves leadership away and answers with the partitions
-//! the broker still leads.
+//! the broker still leads. The sender needs CLUSTER_ACTION on the
+//! cluster; a denial is `cluster_authorization_failed`.
 
 use std::sync::Arc;
 
@@ -10,6 +11,14 @@ use crate::protocol::errors;
 use crate::protocol::inter_broker::{
     ControlledShutdownRequest, ControlledShutdownResponse, RemainingPartition,
 };
+
+/// ControlledShutdownRequest.getErrorResponse for a denied CLUSTER_ACTION.
+pub fn cluster_authorization_failed() -> ControlledShutdownResponse {
+    ControlledShutdownResponse {
+        error_code: errors::CLUSTER_AUTHORIZATION_FAILED.code(),
+        remaining_partitions: Vec::new(),
+    }
+}
 
 pub async fn handle(
     cluster: &Arc<ClusterHandle>,

@@ -1,6 +1,8 @@
 //! LeaderAndIsr (API 4), from the controller: this broker becomes leader or
 //! follower of the listed partitions at the given leader epochs, creating
 //! their logs first when needed (ReplicaManager.becomeLeaderOrFollower).
+//! The sender needs CLUSTER_ACTION on the cluster, checked before the
+//! controller epoch; a denial is `cluster_authorization_failed`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -83,6 +85,37 @@ pub async fn handle(
         results.extend(answered);
     }
     response(version, results, &topic_ids)
+}
+
+/// LeaderAndIsrRequest.getErrorResponse for a denied CLUSTER_ACTION: the
+/// code at the top and on every partition, by topic id from v5.
+pub fn cluster_authorization_failed(
+    req: &LeaderAndIsrRequest,
+    version: i16,
+) -> LeaderAndIsrResponse {
+    let code = errors::CLUSTER_AUTHORIZATION_FAILED.code();
+    let error = |topic_name: &str, s: &LeaderAndIsrPartitionState| LeaderAndIsrPartitionError {
+        topic_name: topic_name.to_string(),
+        partition_index: s.partition_index,
+        error_code: code,
+    };
+    let mut response = LeaderAndIsrResponse {
+        error_code: code,
+        ..Default::default()
+    };
+    if version >= VERSION_WITH_TOPIC_IDS {
+        response.topics = req
+            .topic_states
+            .iter()
+            .map(|t| LeaderAndIsrTopicError {
+                topic_id: t.topic_id,
+                partition_errors: t.partition_states.iter().map(|s| error("", s)).collect(),
+            })
+            .collect();
+    } else {
+        response.partition_errors = req.partition_states().map(|(t, s)| error(t, s)).collect();
+    }
+    response
 }
 
 /// The stored configs of topics this broker has not seen yet.
@@ -268,4 +301,49 @@ fn response(
             .collect();
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::inter_broker::LeaderAndIsrTopicState;
+
+    fn state(topic: &str, partition: i32) -> LeaderAndIsrPartitionState {
+        LeaderAndIsrPartitionState {
+            topic_name: topic.to_string(),
+            partition_index: partition,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn denial_names_every_partition() {
+        let code = errors::CLUSTER_AUTHORIZATION_FAILED.code();
+        let id = Uuid::from_u128(7);
+        let grouped = LeaderAndIsrRequest {
+            topic_states: vec![LeaderAndIsrTopicState {
+                topic_name: "t".into(),
+                topic_id: id,
+                partition_states: vec![state("", 0), state("", 1)],
+            }],
+            ..Default::default()
+        };
+        let v5 = cluster_authorization_failed(&grouped, 5);
+        assert_eq!(v5.error_code, code);
+        assert!(v5.partition_errors.is_empty());
+        assert_eq!(v5.topics.len(), 1);
+        assert_eq!(v5.topics[0].topic_id, id);
+        assert_eq!(v5.topics[0].partition_errors.len(), 2);
+        let v4 = cluster_authorization_failed(&grouped, 4);
+        assert!(v4.topics.is_empty());
+        assert_eq!(v4.partition_errors[1].topic_name, "t");
+        assert_eq!(v4.partition_errors[1].partition_index, 1);
+        let ungrouped = LeaderAndIsrRequest {
+            ungrouped_partition_states: vec![state("u", 3)],
+            ..Default::default()
+        };
+        let v1 = cluster_authorization_failed(&ungrouped, 1);
+        assert_eq!(v1.partition_errors[0].topic_name, "u");
+        assert_eq!(v1.partition_errors[0].error_code, code);
+    }
 }

@@ -13,11 +13,13 @@ pub mod controlled_shutdown;
 pub mod leader_and_isr;
 pub mod stop_replica;
 pub mod update_metadata;
+use crate::handlers::auth_helper::authorize_cluster_action;
 use crate::handlers::KafkaApis;
 use crate::protocol::inter_broker::{
     self, decode_request, InterBrokerRequest, InterBrokerResponse, CONTROLLED_SHUTDOWN_VERSIONS,
     LEADER_AND_ISR_VERSIONS, STOP_REPLICA_VERSIONS, UPDATE_METADATA_VERSIONS,
 };
+use crate::protocol::ClientIdentity;
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 
 /// The version range of an inter-broker API key, if it is one.
@@ -61,14 +63,21 @@ fn parse_header(mut frame: Bytes) -> Result<(i16, i16, i32, Bytes), String> {
 }
 
 /// Serves one inter-broker request frame from a connection; Err closes it.
-pub async fn serve(ctx: &Rc<KafkaApis>, frame: Bytes) -> Result<Bytes, String> {
+pub async fn serve(
+    ctx: &Rc<KafkaApis>,
+    identity: &ClientIdentity,
+    frame: Bytes,
+) -> Result<Bytes, String> {
     let (api_key, version, correlation_id, body) = parse_header(frame)?;
     let (min, max) =
         versions(api_key).ok_or_else(|| format!("API {api_key} is not inter-broker"))?;
     if version < min || version > max {
         return Err(format!("API {api_key} v{version} is not supported"));
     }
-    let response_body = if ctx.shard_id == CONTROLLER_SHARD {
+    // Before the controller epoch is looked at, as in Kafka.
+    let response_body = if !authorize_cluster_action(ctx, identity, api_key) {
+        cluster_authorization_failed(api_key, version, &body)?
+    } else if ctx.shard_id == CONTROLLER_SHARD {
         handle_on_controller_shard(ctx, api_key, version, body).await?
     } else {
         match ctx
@@ -103,6 +112,25 @@ pub async fn serve(ctx: &Rc<KafkaApis>, frame: Bytes) -> Result<Bytes, String> {
 
 /// Decodes and runs one inter-broker request on the controller shard,
 /// returning the encoded response body.
+/// The request's getErrorResponse(CLUSTER_AUTHORIZATION_FAILED).
+fn cluster_authorization_failed(api_key: i16, version: i16, body: &Bytes) -> Result<Bytes, String> {
+    let response = match decode_request(api_key, version, body)? {
+        InterBrokerRequest::LeaderAndIsr(r) => InterBrokerResponse::LeaderAndIsr(
+            leader_and_isr::cluster_authorization_failed(&r, version),
+        ),
+        InterBrokerRequest::StopReplica(r) => {
+            InterBrokerResponse::StopReplica(stop_replica::cluster_authorization_failed(&r))
+        }
+        InterBrokerRequest::UpdateMetadata(_) => {
+            InterBrokerResponse::UpdateMetadata(update_metadata::cluster_authorization_failed())
+        }
+        InterBrokerRequest::ControlledShutdown(_) => InterBrokerResponse::ControlledShutdown(
+            controlled_shutdown::cluster_authorization_failed(),
+        ),
+    };
+    response.encode_to_vec(version).map(Bytes::from)
+}
+
 pub async fn handle_on_controller_shard(
     ctx: &Rc<KafkaApis>,
     api_key: i16,

@@ -1,5 +1,7 @@
 //! StopReplica (API 5), from the controller: stop serving partitions and,
-//! for topic deletion, remove their logs.
+//! for topic deletion, remove their logs. The sender needs CLUSTER_ACTION
+//! on the cluster, checked before the controller epoch; a denial is
+//! `cluster_authorization_failed`.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -43,6 +45,25 @@ fn partitions(req: &StopReplicaRequest) -> Vec<(String, i32, i32, bool)> {
         }
     }
     out
+}
+
+/// StopReplicaRequest.getErrorResponse for a denied CLUSTER_ACTION: the
+/// code at the top and on every partition.
+pub fn cluster_authorization_failed(req: &StopReplicaRequest) -> StopReplicaResponse {
+    let code = errors::CLUSTER_AUTHORIZATION_FAILED.code();
+    StopReplicaResponse {
+        error_code: code,
+        partition_errors: partitions(req)
+            .into_iter()
+            .map(
+                |(topic_name, partition_index, _, _)| StopReplicaPartitionError {
+                    topic_name,
+                    partition_index,
+                    error_code: code,
+                },
+            )
+            .collect(),
+    }
 }
 
 pub async fn handle(
@@ -103,5 +124,36 @@ pub async fn handle(
     StopReplicaResponse {
         error_code: errors::NONE.code(),
         partition_errors,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::inter_broker::{StopReplicaPartitionState, StopReplicaTopicState};
+
+    #[test]
+    fn denial_names_every_partition() {
+        let req = StopReplicaRequest {
+            topic_states: vec![StopReplicaTopicState {
+                topic_name: "t".into(),
+                partition_states: vec![StopReplicaPartitionState {
+                    partition_index: 2,
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        };
+        let code = errors::CLUSTER_AUTHORIZATION_FAILED.code();
+        let r = cluster_authorization_failed(&req);
+        assert_eq!(r.error_code, code);
+        assert_eq!(
+            r.partition_errors,
+            vec![StopReplicaPartitionError {
+                topic_name: "t".into(),
+                partition_index: 2,
+                error_code: code,
+            }]
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! UpdateMetadata (API 6), from the controller: live brokers and partition
 //! states for this broker's metadata image (Kafka's ZkMetadataCache).
+//! The sender needs CLUSTER_ACTION on the cluster, checked before the
+//! controller epoch; a denial is `cluster_authorization_failed`.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -10,6 +12,13 @@ use crate::metadata::image;
 use crate::metadata::topics::LEADER_DURING_DELETE;
 use crate::protocol::errors;
 use crate::protocol::inter_broker::{UpdateMetadataRequest, UpdateMetadataResponse};
+
+/// UpdateMetadataRequest.getErrorResponse for a denied CLUSTER_ACTION.
+pub fn cluster_authorization_failed() -> UpdateMetadataResponse {
+    UpdateMetadataResponse {
+        error_code: errors::CLUSTER_AUTHORIZATION_FAILED.code(),
+    }
+}
 
 pub async fn handle(
     ctx: &Rc<KafkaApis>,

@@ -19,6 +19,7 @@ use crate::protocol::principal::KafkaPrincipal;
 /// Kafka's audit logger name, so log filters written for Kafka apply.
 pub const AUDIT_LOG_TARGET: &str = "kafka.authorizer.logger";
 
+#[derive(Debug)]
 pub struct AclAuthorizer {
     cache: RwLock<AclCache>,
 }
@@ -29,8 +30,9 @@ pub struct RequestContext<'a> {
     pub principal: &'a KafkaPrincipal,
     /// The client's address without Kafka's leading `/`.
     pub host: &'a str,
-    /// The request's API, for the audit log.
-    pub api: ApiKey,
+    /// The request's API key, for the audit log (Kafka's requestType;
+    /// a key, since the controller's APIs have no `ApiKey` here).
+    pub api_key: i16,
 }
 
 impl<'a> RequestContext<'a> {
@@ -81,13 +83,9 @@ impl AclAuthorizer {
             return Ok(None);
         }
         assert!(AUTHORIZER_CLASSES.contains(&class), "{class}");
-        let super_users = parse_super_users(
-            originals
-                .get("super.users")
-                .map(|s| s.trim())
-                .unwrap_or(""),
-        )
-        .map_err(|e| format!("super.users: {e}"))?;
+        let super_users =
+            parse_super_users(originals.get("super.users").map(|s| s.trim()).unwrap_or(""))
+                .map_err(|e| format!("super.users: {e}"))?;
         // AclAuthorizer reads it with toString.trim.toBoolean.
         let allow_everyone = originals
             .get("allow.everyone.if.no.acl.found")
@@ -119,9 +117,13 @@ impl AclAuthorizer {
         name: &str,
         audit: AuditLog,
     ) -> bool {
-        let allowed =
-            self.cache()
-                .authorize(ctx.principal_ref(), ctx.host, operation, resource_type, name);
+        let allowed = self.cache().authorize(
+            ctx.principal_ref(),
+            ctx.host,
+            operation,
+            resource_type,
+            name,
+        );
         log_decision(ctx, allowed, operation, resource_type, name, audit);
         allowed
     }
@@ -157,8 +159,18 @@ fn log_decision(
     audit: AuditLog,
 ) {
     let level = match (allowed, audit) {
-        (true, AuditLog { if_allowed: true, .. }) => log::Level::Debug,
-        (false, AuditLog { if_denied: true, .. }) => log::Level::Info,
+        (
+            true,
+            AuditLog {
+                if_allowed: true, ..
+            },
+        ) => log::Level::Debug,
+        (
+            false,
+            AuditLog {
+                if_denied: true, ..
+            },
+        ) => log::Level::Info,
         _ => log::Level::Trace,
     };
     if !log::log_enabled!(target: AUDIT_LOG_TARGET, level) {
@@ -174,15 +186,87 @@ fn log_decision(
         ctx.host,
         resource_type.pascal_name(),
         name,
-        ApiName(ctx.api),
+        ApiName(ctx.api_key),
     );
 }
 
 /// ApiKeys.name as Kafka's audit log prints it (`Produce`, `Metadata`).
-struct ApiName(ApiKey);
+struct ApiName(i16);
 
 impl std::fmt::Display for ApiName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&self.0, f)
+        match (ApiKey::try_from(self.0), self.0) {
+            (Ok(key), _) => std::fmt::Debug::fmt(&key, f),
+            (Err(_), 4) => f.write_str("LeaderAndIsr"),
+            (Err(_), 5) => f.write_str("StopReplica"),
+            (Err(_), 6) => f.write_str("UpdateMetadata"),
+            (Err(_), 7) => f.write_str("ControlledShutdown"),
+            (Err(_), key) => write!(f, "ApiKey({key})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::security::authorizer::{AccessControlEntry, AclPermissionType};
+
+    fn authorizer(pairs: &[(&str, &str)]) -> Result<Option<AclAuthorizer>, String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        AclAuthorizer::from_config(&BrokerConfig::from_map(&map).map_err(|e| e.to_string())?)
+    }
+
+    fn ask(a: &AclAuthorizer, user: &str, op: AclOperation, topic: &str) -> bool {
+        let principal = KafkaPrincipal::user(user);
+        let ctx = RequestContext {
+            principal: &principal,
+            host: "127.0.0.1",
+            api_key: ApiKey::Produce as i16,
+        };
+        a.authorize(ctx, op, ResourceType::Topic, topic, AuditLog::BOTH)
+    }
+
+    #[test]
+    fn configured_by_kafkas_keys() {
+        assert!(authorizer(&[]).unwrap().is_none());
+        let class = ("authorizer.class.name", AUTHORIZER_CLASSES[1]);
+        let a = authorizer(&[class, ("super.users", " User:admin ; User:CN=b,O=x ")])
+            .unwrap()
+            .unwrap();
+        assert!(ask(&a, "admin", AclOperation::Write, "t"));
+        assert!(!ask(&a, "alice", AclOperation::Write, "t"));
+        let b = authorizer(&[class, ("allow.everyone.if.no.acl.found", " TRUE ")])
+            .unwrap()
+            .unwrap();
+        assert!(ask(&b, "alice", AclOperation::Write, "t"));
+        assert!(authorizer(&[class, ("super.users", "admin")])
+            .unwrap_err()
+            .contains("principalType:principalName"));
+    }
+
+    #[test]
+    fn updates_apply_to_the_next_decision() {
+        let class = ("authorizer.class.name", AUTHORIZER_CLASSES[0]);
+        let a = authorizer(&[class]).unwrap().unwrap();
+        let pattern = ResourcePattern::literal(ResourceType::Topic, "t");
+        let read = AccessControlEntry::new(
+            "User:alice",
+            "127.0.0.1",
+            AclOperation::Read,
+            AclPermissionType::Allow,
+        )
+        .unwrap();
+        a.update(pattern.clone(), [read].into_iter().collect());
+        assert!(ask(&a, "alice", AclOperation::Read, "t"));
+        assert!(ask(&a, "alice", AclOperation::Describe, "t"));
+        assert!(!ask(&a, "alice", AclOperation::Write, "t"));
+        assert!(!ask(&a, "bob", AclOperation::Read, "t"));
+        a.update(pattern, AclSet::new());
+        assert!(!ask(&a, "alice", AclOperation::Read, "t"));
     }
 }

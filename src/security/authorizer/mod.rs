@@ -13,10 +13,10 @@ pub mod filter;
 pub mod model;
 pub mod zk_codec;
 
+pub use acl_authorizer::{AclAuthorizer, AuditLog, RequestContext};
 pub use apis::{
     create_acls, delete_acls, describe_acls, AclWrite, ApiError, CreateAclsPlan, DeleteAclsPlan,
 };
-pub use acl_authorizer::{AclAuthorizer, AuditLog, RequestContext};
 pub use cache::{parse_super_users, AclCache, AclSet, PrincipalRef};
 pub use filter::{AccessControlEntryFilter, AclBindingFilter, ResourcePatternFilter};
 pub use model::{
