@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         .unknown_keys
         .iter()
         .filter(|k| !kshard::config::is_listener_override(k))
+        .filter(|k| !kshard::config::support::AUTHORIZER_KEYS.contains(&k.as_str()))
     {
         log::warn!("unknown config key '{key}' ignored");
     }

@@ -218,13 +218,24 @@ fn asks_for_more(key: &str, value: &str, when: When) -> bool {
 
 /// Keys set in `map` that kshard accepts without acting on, with why.
 pub fn accepted_keys(map: &BTreeMap<String, String>) -> Vec<(&str, &'static str)> {
+    let authorizer_off = map
+        .get("authorizer.class.name")
+        .is_none_or(|v| v.trim().is_empty());
     map.keys()
         .filter_map(|k| match support_of(k) {
             Some(Accepted(why)) => Some((k.as_str(), why)),
+            _ if authorizer_off && AUTHORIZER_KEYS.contains(&k.as_str()) => {
+                Some((k.as_str(), NO_AUTHORIZER))
+            }
             _ => None,
         })
         .collect()
 }
+
+/// The authorizer's own keys (not broker keys in Kafka's definitions).
+pub const AUTHORIZER_KEYS: &[&str] = &["allow.everyone.if.no.acl.found", "super.users"];
+const NO_AUTHORIZER: &str =
+    "it is read only by the authorizer, and authorizer.class.name is not set";
 
 #[cfg(test)]
 mod tests {
@@ -247,10 +258,9 @@ mod tests {
             assert!(pair[0].0 < pair[1].0, "{} !< {}", pair[0].0, pair[1].0);
         }
         // Every exact entry is a Kafka key, except the authorizer's own.
-        let authorizer_keys = ["allow.everyone.if.no.acl.found", "super.users"];
         for (key, _) in SUPPORT.iter().filter(|(k, _)| !k.ends_with('.')) {
             assert!(
-                defs::broker_def(key).is_some() || authorizer_keys.contains(key),
+                defs::broker_def(key).is_some() || AUTHORIZER_KEYS.contains(key),
                 "{key} is not a Kafka broker key"
             );
         }
@@ -359,5 +369,12 @@ mod tests {
         assert_eq!(support_of("log.retention.ms"), Some(Acted));
         let m = map(&[("ssl.provider", "SunJSSE"), ("num.partitions", "3")]);
         assert_eq!(accepted_keys(&m), vec![("ssl.provider", JSSE_ONLY)]);
+        let m = map(&[("super.users", "User:a")]);
+        assert_eq!(accepted_keys(&m), vec![("super.users", NO_AUTHORIZER)]);
+        let m = map(&[
+            ("super.users", "User:a"),
+            ("authorizer.class.name", AUTHORIZER_CLASSES[0]),
+        ]);
+        assert!(accepted_keys(&m).is_empty());
     }
 }

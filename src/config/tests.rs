@@ -450,7 +450,7 @@ fn refused_keys_stop_loading_and_accepted_keys_are_listed() {
     ));
     let c = cfg(&[("super.users", "User:a"), ("ssl.provider", "SunJSSE")]).unwrap();
     let keys: Vec<&str> = c.accepted_keys().iter().map(|(k, _)| *k).collect();
-    assert_eq!(keys, vec!["ssl.provider"]);
+    assert_eq!(keys, vec!["ssl.provider", "super.users"]);
     // node.id alone sets broker.id, as in Kafka.
     assert_eq!(cfg(&[("node.id", "4")]).unwrap().broker_id, 4);
 }

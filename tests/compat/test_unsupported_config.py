@@ -147,7 +147,7 @@ def test_refusal_from_properties_file(tmp_path):
     props.write_text(
         f"listeners=PLAINTEXT://127.0.0.1:{cu.free_port()}\n"
         f"log.dirs={tmp_path / 'data'}\n"
-        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
+        "authorizer.class.name=com.example.CustomAuthorizer\n"
         "super.users=User:admin\n"
     )
     p = subprocess.run(
