@@ -8,11 +8,11 @@
 
 use crate::admin::embedded::{store_synced, EmbeddedAdmin};
 use crate::admin::{AdminError, AdminResult, TopicAdmin};
-use crate::metadata::acls;
+use crate::metadata::{acls, MetadataStore, StoreResult};
 use crate::protocol::errors;
 use crate::router::CONTROLLER_SHARD;
 use crate::security::authorizer::{
-    AclAuthorizer, AclBinding, AclBindingFilter, AclWrite, CreateAclsPlan, DeleteAclsPlan,
+    AclAuthorizer, AclBinding, AclBindingFilter, AclCache, AclWrite, CreateAclsPlan, DeleteAclsPlan,
 };
 
 fn store_err(e: impl std::fmt::Display) -> AdminError {
@@ -43,21 +43,10 @@ pub async fn create(
     authorizer: &AclAuthorizer,
     creations: Vec<AclBinding>,
 ) -> AdminResult<CreateAclsPlan> {
-    let snapshot = authorizer.cache().clone();
-    let plan = if let Some(cluster) = &ctx.cluster {
-        cluster
-            .zk_call(move |zk| acls::create_in_store(zk, &snapshot, &creations, true))
-            .await
-            .map_err(store_err)?
-            .map_err(store_err)?
-    } else {
-        let admin = embedded(ctx);
-        let plan =
-            acls::create_in_store(admin.borrow_mut().store_mut(), &snapshot, &creations, false)
-                .map_err(store_err)?;
-        store_synced(admin).await;
-        plan
-    };
+    let plan = in_store(ctx, authorizer, move |store, cache, notify| {
+        acls::create_in_store(store, cache, &creations, notify)
+    })
+    .await?;
     apply(authorizer, &plan.writes);
     Ok(plan)
 }
@@ -68,22 +57,33 @@ pub async fn delete(
     authorizer: &AclAuthorizer,
     filters: Vec<AclBindingFilter>,
 ) -> AdminResult<DeleteAclsPlan> {
+    let plan = in_store(ctx, authorizer, move |store, cache, notify| {
+        acls::delete_in_store(store, cache, &filters, notify)
+    })
+    .await?;
+    apply(authorizer, &plan.writes);
+    Ok(plan)
+}
+
+/// Runs `f` against the store from a snapshot of the cache: on the
+/// ZooKeeper worker with notifications, or on the embedded store (then
+/// synced) without.
+async fn in_store<P: Send + 'static>(
+    ctx: &TopicAdmin,
+    authorizer: &AclAuthorizer,
+    f: impl FnOnce(&mut dyn MetadataStore, &AclCache, bool) -> StoreResult<P> + Send + 'static,
+) -> AdminResult<P> {
     let snapshot = authorizer.cache().clone();
-    let plan = if let Some(cluster) = &ctx.cluster {
-        cluster
-            .zk_call(move |zk| acls::delete_in_store(zk, &snapshot, &filters, true))
+    if let Some(cluster) = &ctx.cluster {
+        return cluster
+            .zk_call(move |zk| f(zk, &snapshot, true))
             .await
             .map_err(store_err)?
-            .map_err(store_err)?
-    } else {
-        let admin = embedded(ctx);
-        let plan =
-            acls::delete_in_store(admin.borrow_mut().store_mut(), &snapshot, &filters, false)
-                .map_err(store_err)?;
-        store_synced(admin).await;
-        plan
-    };
-    apply(authorizer, &plan.writes);
+            .map_err(store_err);
+    }
+    let admin = embedded(ctx);
+    let plan = f(admin.borrow_mut().store_mut(), &snapshot, false).map_err(store_err)?;
+    store_synced(admin).await;
     Ok(plan)
 }
 

@@ -11,6 +11,7 @@ use super::{respond, txn_coordinator, HandlerResult};
 use crate::coordinator::transaction::transaction_metadata::TopicPartition;
 use crate::coordinator::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::KafkaApis;
+use crate::protocol::errors::ErrorCode;
 use crate::protocol::{decode_body, errors, Request};
 use crate::security::authorizer::{AclOperation, ResourceType};
 
@@ -34,21 +35,31 @@ pub(super) fn offsets_partition_of(ctx: &KafkaApis, group_id: &str) -> TopicPart
     }
 }
 
-pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
-    let r: AddOffsetsToTxnRequest = decode_body(req)?;
-    // WRITE on the transactional id, then READ on the group.
-    let refused = if !ctx.authorize(
+/// KafkaApis' checks of the transactional offset APIs: WRITE on the
+/// transactional id, then READ on the group.
+pub(super) fn txn_group_refusal(
+    ctx: &KafkaApis,
+    req: &Request,
+    transactional_id: &str,
+    group_id: &str,
+) -> Option<ErrorCode> {
+    if !ctx.authorize(
         req,
         AclOperation::Write,
         ResourceType::TransactionalId,
-        &r.transactional_id.0,
+        transactional_id,
     ) {
         Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0) {
+    } else if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, group_id) {
         Some(errors::GROUP_AUTHORIZATION_FAILED)
     } else {
         None
-    };
+    }
+}
+
+pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
+    let r: AddOffsetsToTxnRequest = decode_body(req)?;
+    let refused = txn_group_refusal(ctx, req, &r.transactional_id.0, &r.group_id.0);
     if let Some(e) = refused {
         return respond(
             req,

@@ -19,7 +19,7 @@ use super::{group_stored, respond, HandlerResult};
 use crate::coordinator::offsets::CommitPart;
 use crate::coordinator::transaction::transaction_coordinator::ProducerIdAndEpoch;
 use crate::coordinator::txn_offsets::TxnOffsetCommit;
-use crate::handlers::add_offsets_to_txn::offsets_partition_of;
+use crate::handlers::add_offsets_to_txn::{offsets_partition_of, txn_group_refusal};
 use crate::handlers::txn_verification::ask_coordinator;
 use crate::handlers::KafkaApis;
 use crate::protocol::errors::ErrorCode;
@@ -71,18 +71,7 @@ pub async fn handle(ctx: &Rc<KafkaApis>, req: &Request) -> HandlerResult {
     // Per request partition: its index in `parts`, or its error.
     let mut slots: Vec<Result<usize, ErrorCode>> = Vec::new();
     // WRITE on the transactional id, READ on the group, then on each topic.
-    let whole_refusal = if !ctx.authorize(
-        req,
-        AclOperation::Write,
-        ResourceType::TransactionalId,
-        &r.transactional_id.0,
-    ) {
-        Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !ctx.authorize(req, AclOperation::Read, ResourceType::Group, &r.group_id.0) {
-        Some(errors::GROUP_AUTHORIZATION_FAILED)
-    } else {
-        None
-    };
+    let whole_refusal = txn_group_refusal(ctx, req, &r.transactional_id.0, &r.group_id.0);
     for t in &r.topics {
         let topic = image.topic(&t.name.0);
         let refusal = whole_refusal.or_else(|| {
