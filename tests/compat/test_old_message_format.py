@@ -430,9 +430,13 @@ def test_fetch_v3_response_limit(b):
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
 def test_fetch_old_of_new_compressed(b, codec):
     topic = new_topic(b)
-    p = Producer({"bootstrap.servers": b.bootstrap, "compression.type": codec, "linger.ms": 50})
-    # Compressible values: librdkafka sends a batch uncompressed when
-    # compression does not make it smaller.
+    p = Producer({"bootstrap.servers": b.bootstrap, "compression.type": codec, "linger.ms": 500})
+    # The five records must make one batch: with the partition's leader
+    # known before the first, librdkafka's linger counts from there (a
+    # record queued while metadata was slow would go out alone). Values
+    # compress: librdkafka sends a batch uncompressed when compression does
+    # not make it smaller.
+    p.list_topics(topic, timeout=30)
     value = lambda i: b"value-%d-" % i * 50  # noqa: E731
     for i in range(5):
         p.produce(topic, key=b"k%d" % i, value=value(i), headers=[("h", b"x")], timestamp=TS + i, partition=0)
