@@ -66,15 +66,22 @@ fn run(
     mut last: LastApplied,
 ) {
     loop {
+        let mut failed = false;
         for (i, root) in CHANGE_PATHS.iter().enumerate() {
             match process(&zk, root, last[i], &authorizer) {
                 Ok(Some(seq)) => last[i] = Some(seq),
                 Ok(None) => {}
                 Err(e) => {
                     log::warn!("ACL change notifications under {root}: {e}; retrying");
-                    thread::sleep(RETRY_AFTER_FAILURE);
+                    failed = true;
                 }
             }
+        }
+        // A failed pass may not have armed its watch: retry soon rather
+        // than wait for a wake-up that may not come.
+        if failed {
+            thread::sleep(RETRY_AFTER_FAILURE);
+            continue;
         }
         match wake.recv_timeout(PURGE_INTERVAL) {
             Ok(()) => while wake.try_recv().is_ok() {},
