@@ -9,6 +9,9 @@ Usage: perf/compare.sh [--quick] [--duration-s S] [--consume-size-mib M]
                        [--data-dir DIR] [--out FILE.json] [--no-build]
                        [--tls] [--brokers kafka,kshard] [--workloads W,...]
 
+--brokers kshard-unpinned adds kshard with shard.core.pinning=false (the
+shards' threads placed by the kernel's scheduler, not pinned).
+
 --tls gives every broker an SSL listener beside PLAINTEXT (a PEM keystore
 from a throwaway CA made with the openssl CLI in the work dir) and runs
 Kafka's tools (ProducerPerformance, ConsumerPerformance, EndToEndLatency)
@@ -229,7 +232,11 @@ def java(cp, main, args, heap=("-Xmx512M",)):
 
 
 # Broker name -> kshard's log.io.mode (None: Apache Kafka).
-BROKERS = {"kafka": None, "kshard": "buffered", "kshard-direct": "direct"}
+BROKERS = {"kafka": None, "kshard": "buffered", "kshard-direct": "direct", "kshard-unpinned": "buffered"}
+# Run unless --brokers names others.
+DEFAULT_BROKERS = ("kafka", "kshard", "kshard-direct")
+# kshard's settings besides its defaults, per broker name.
+KSHARD_OVERRIDES = {"kshard-unpinned": {"shard.core.pinning": "false"}}
 
 
 class Broker:
@@ -329,7 +336,8 @@ class Broker:
                 "--override", "auto.create.topics.enable=true",
                 # As Kafka's test config above: ConsumerPerformance joins a group.
                 "--override", "group.initial.rebalance.delay.ms=0"] + [
-                    a for k, v in {**RETENTION, **(ssl_broker_props() if TLS else {})}.items()
+                    a for k, v in {**RETENTION, **(ssl_broker_props() if TLS else {}),
+                                   **KSHARD_OVERRIDES.get(self.kind, {})}.items()
                     for a in ("--override", f"{k}={v}")]
 
     def start(self):
@@ -828,8 +836,9 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the temp dir")
     p.add_argument("--tls", action="store_true",
                    help="an SSL listener on every broker (PEM keystore, throwaway CA); Kafka's tools use it")
-    p.add_argument("--brokers", default=",".join(BROKERS),
-                   help=f"comma-separated subset of {','.join(BROKERS)} (default all)")
+    p.add_argument("--brokers", default=",".join(DEFAULT_BROKERS),
+                   help=f"comma-separated subset of {','.join(BROKERS)} (default {','.join(DEFAULT_BROKERS)}; "
+                        "kshard-unpinned is kshard with shard.core.pinning=false)")
     p.add_argument("--workloads", default=",".join([*WORKLOADS, "startup"]),
                    help=f"comma-separated subset of {','.join([*WORKLOADS, 'startup'])} (default all)")
     args = p.parse_args()

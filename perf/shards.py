@@ -4,8 +4,10 @@ kshard-perf produce (1 KiB, acks=1, 8 partitions, one connection, and two
 connections) and consume from the start, with throughput, the broker's CPU
 seconds per GiB (utime + stime of the process, as compare.py) and that CPU
 split by thread (shard-0, shard-1, the rest), requests per GiB (the client's
-sendto calls) and mailbox doorbell rings per GiB (the broker's sendto calls,
-both counted with `perf stat` when perf is installed), and, from the
+sendto calls) and wake-ups of a parked shard per GiB (the broker's write
+calls: glommio writes a sleeping executor's eventfd when another thread
+wakes one of its tasks, as the mailbox does; both counted with `perf stat`
+when perf is installed), and, from the
 placement rule, the share of each topic's partitions that a connection on
 each shard reaches through the mailbox.
 
@@ -53,20 +55,22 @@ def remote_share(topic, partitions, nr_shards):
 
 
 SENDTO = "syscalls:sys_enter_sendto"
+WRITE = "syscalls:sys_enter_write"
 
 
-class SendtoCount:
-    """sendto(2) calls of a process over a `with` block, by `perf stat` on
-    the tracepoint. In the broker these are the mailbox's doorbell rings
-    (std's socket write is a send; network I/O goes through io_uring and
-    sendfile). None when perf cannot count."""
+class SyscallCount:
+    """Calls of one syscall (a tracepoint) by a process over a `with` block,
+    by `perf stat`. In the broker, write(2) is an eventfd write waking a
+    parked shard (network I/O goes through io_uring and sendfile, segment
+    writes are pwrite; a log line is also a write). None when perf cannot
+    count."""
 
-    def __init__(self, pid, out):
-        self.pid, self.out, self.calls, self.proc = pid, out, None, None
+    def __init__(self, pid, out, event=WRITE):
+        self.pid, self.out, self.event, self.calls, self.proc = pid, out, event, None, None
 
     def __enter__(self):
         if shutil.which("perf"):
-            self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", SENDTO, "-p", str(self.pid),
+            self.proc = subprocess.Popen(["perf", "stat", "-x,", "-e", self.event, "-p", str(self.pid),
                                           "-o", str(self.out)], stderr=subprocess.DEVNULL)
             time.sleep(0.5)  # attached before the step starts
         return self
@@ -75,14 +79,14 @@ class SendtoCount:
         if self.proc:
             self.proc.send_signal(signal.SIGINT)
             self.proc.wait(30)
-            self.calls = perf_stat_count(self.out)
+            self.calls = perf_stat_count(self.out, self.event)
         return False
 
 
-def perf_stat_count(path):
+def perf_stat_count(path, event=SENDTO):
     for line in Path(path).read_text().splitlines():
         fields = line.split(",")
-        if len(fields) > 2 and fields[2] == SENDTO and fields[0].isdigit():
+        if len(fields) > 2 and fields[2] == event and fields[0].isdigit():
             return int(fields[0])
     return None
 
@@ -129,9 +133,9 @@ class ShardedBroker(Broker):
 
 def measured(b, payload_of, run):
     """Runs `run()`, returning its summary with CPU per GiB, per thread, and
-    requests and doorbell rings per GiB."""
+    requests and shard wake-ups per GiB."""
     before = thread_cpu_s(b.proc.pid)
-    with BrokerCpu(b) as cpu, SendtoCount(b.proc.pid, b.root / "perf-broker.txt") as rings:
+    with BrokerCpu(b) as cpu, SyscallCount(b.proc.pid, b.root / "perf-broker.txt") as wakes:
         r = run()
     after = thread_cpu_s(b.proc.pid)
     gib = payload_of(r) / 2**30
@@ -145,7 +149,7 @@ def measured(b, payload_of, run):
         "broker_cpu_s_per_gib": cpu.per_gib(payload_of(r)),
         "thread_cpu_s_per_gib": {k: (after[k] - before.get(k, 0.0)) / gib for k in sorted(after)},
         "client_requests_per_gib": per_gib(r["sendto_calls"]),
-        "doorbell_rings_per_gib": per_gib(rings.calls),
+        "shard_wakes_per_gib": per_gib(wakes.calls),
     }
 
 

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kshard_shards::mailbox::{LocalBoxFuture, MailboxBuilder};
 use kshard_shards::placement::shard_for;
-use kshard_shards::shard::{run_shards, MIN_IO_MEMORY_BYTES};
+use kshard_shards::shard::{run_shards, Pinning, MIN_IO_MEMORY_BYTES};
 
 /// The broker's `MAILBOX_CAPACITY` (src/server/mod.rs).
 const QUEUE_CAPACITY: usize = 4096;
@@ -105,7 +105,7 @@ fn run_calls(calls: u64, in_flight: u64) -> Measured {
             }
         }
     };
-    run_shards(2, true, MIN_IO_MEMORY_BYTES, None, body).expect("shards");
+    run_shards(2, Pinning::FromCore(0), MIN_IO_MEMORY_BYTES, None, body).expect("shards");
     let m = *measured.lock().unwrap();
     m
 }
@@ -131,7 +131,7 @@ fn run_local(calls: u64) -> Measured {
             }
         }
     };
-    run_shards(1, true, MIN_IO_MEMORY_BYTES, None, body).expect("shard");
+    run_shards(1, Pinning::FromCore(0), MIN_IO_MEMORY_BYTES, None, body).expect("shard");
     let m = *measured.lock().unwrap();
     m
 }

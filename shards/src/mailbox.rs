@@ -1,11 +1,15 @@
 //! The cross-shard mailbox: request/reply calls between shards.
 //!
 //! Each shard has one bounded lock-free MPSC queue (crossbeam `ArrayQueue`)
-//! that every other shard pushes into, and a doorbell: a Unix socket pair
-//! whose read end the shard's receiver task awaits through glommio. A sender
-//! rings the doorbell (one byte, non-blocking) only when the receiver said it
-//! is about to sleep, so a busy shard takes messages with no syscall at all.
-//! (glommio's own channel mesh was dropped: it lost wake-ups at start-up.)
+//! that every other shard pushes into. When its queue is empty the shard's
+//! receiver task parks and leaves its `Waker` in the inbox; a sender that
+//! finds the receiver parked wakes it from its own thread. glommio takes a
+//! foreign wake as a queued waker and writes the target executor's eventfd
+//! only if that executor is asleep, so a call to a shard that is busy with
+//! other work makes no system call and sends no interrupt. (A doorbell
+//! socket written on every wake-up cost a `sendto` and an io_uring
+//! completion per message even when the target was running; glommio's
+//! channel mesh was dropped earlier: it lost wake-ups at start-up.)
 //!
 //! A call pushes `Envelope::Request` to the target and parks on a local
 //! oneshot; the target runs the handler's synchronous part in arrival order
@@ -14,17 +18,15 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::Write;
-use std::os::unix::io::{FromRawFd, IntoRawFd, RawFd};
-use std::os::unix::net::UnixStream as StdUnixStream;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
+use atomic_waker::AtomicWaker;
 use crossbeam_queue::ArrayQueue;
-use futures_lite::AsyncReadExt;
 
 use crate::oneshot;
 
@@ -35,13 +37,14 @@ pub enum Envelope<Req, Resp> {
 
 pub type LocalBoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
-/// One shard's inbox: its queue, its "about to sleep" flag, the doorbell.
+/// One shard's inbox: its queue, its "receiver parked" flag and the
+/// parked receiver's waker.
 struct Inbox<Req, Resp> {
     queue: ArrayQueue<Envelope<Req, Resp>>,
     sleeping: AtomicBool,
-    bell_tx: StdUnixStream,
-    /// Read end of the doorbell, claimed once by the owning shard.
-    bell_rx_fd: AtomicI32,
+    receiver: AtomicWaker,
+    /// Set when the owning shard joins (each shard joins once).
+    joined: AtomicBool,
 }
 
 /// Built once on the main thread, cloned into every shard.
@@ -63,13 +66,11 @@ impl<Req: Send + 'static, Resp: Send + 'static> MailboxBuilder<Req, Resp> {
         assert!(channel_capacity >= 1);
         let mut inboxes = Vec::with_capacity(nr_shards);
         for _ in 0..nr_shards {
-            let (rx, tx) = StdUnixStream::pair()?;
-            tx.set_nonblocking(true)?;
             inboxes.push(Inbox {
                 queue: ArrayQueue::new(channel_capacity),
                 sleeping: AtomicBool::new(false),
-                bell_tx: tx,
-                bell_rx_fd: AtomicI32::new(rx.into_raw_fd()),
+                receiver: AtomicWaker::new(),
+                joined: AtomicBool::new(false),
             });
         }
         Ok(MailboxBuilder {
@@ -85,8 +86,8 @@ impl<Req: Send + 'static, Resp: Send + 'static> MailboxBuilder<Req, Resp> {
     {
         let nr_shards = self.inboxes.len();
         assert!(shard_id < nr_shards);
-        let fd: RawFd = self.inboxes[shard_id].bell_rx_fd.swap(-1, Ordering::AcqRel);
-        assert!(fd >= 0, "shard {shard_id} joined the mailbox twice");
+        let joined_before = self.inboxes[shard_id].joined.swap(true, Ordering::AcqRel);
+        assert!(!joined_before, "shard {shard_id} joined the mailbox twice");
         let mailbox = Rc::new(Mailbox {
             shard_id,
             inboxes: self.inboxes,
@@ -95,23 +96,10 @@ impl<Req: Send + 'static, Resp: Send + 'static> MailboxBuilder<Req, Resp> {
             full_tickets_issued: (0..nr_shards).map(|_| Cell::new(0)).collect(),
             full_ticket_serving: (0..nr_shards).map(|_| Cell::new(0)).collect(),
         });
-        // SAFETY: `fd` is the read end of a socket pair we created and that
-        // nothing else owns (swapped out above).
-        let bell = unsafe { glommio::net::UnixStream::from_raw_fd(fd) };
         let handler = Rc::new(handler);
         let me = mailbox.clone();
-        glommio::spawn_local(async move { me.receive_loop(bell, &*handler).await }).detach();
+        glommio::spawn_local(async move { me.receive_loop(&*handler).await }).detach();
         mailbox
-    }
-}
-
-impl<Req, Resp> Drop for Inbox<Req, Resp> {
-    fn drop(&mut self) {
-        let fd = self.bell_rx_fd.swap(-1, Ordering::AcqRel);
-        if fd >= 0 {
-            // SAFETY: an unclaimed read end we still own.
-            drop(unsafe { StdUnixStream::from_raw_fd(fd) });
-        }
     }
 }
 
@@ -150,7 +138,7 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mailbox<Req, Resp> {
         if issued.get() == serving.get() {
             match inbox.queue.push(envelope) {
                 Ok(()) => {
-                    self.ring_if_sleeping(inbox);
+                    self.wake_if_parked(inbox);
                     return;
                 }
                 Err(back) => envelope = back,
@@ -165,17 +153,17 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mailbox<Req, Resp> {
                     Err(back) => envelope = back,
                 }
             }
-            ring(inbox);
+            inbox.receiver.wake();
             glommio::timer::sleep(Duration::from_micros(50)).await;
         }
         serving.set(ticket + 1);
         debug_assert!(serving.get() <= issued.get());
-        self.ring_if_sleeping(inbox);
+        self.wake_if_parked(inbox);
     }
 
-    fn ring_if_sleeping(&self, inbox: &Inbox<Req, Resp>) {
+    fn wake_if_parked(&self, inbox: &Inbox<Req, Resp>) {
         if inbox.sleeping.swap(false, Ordering::SeqCst) {
-            ring(inbox);
+            inbox.receiver.wake();
         }
     }
 
@@ -198,12 +186,11 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mailbox<Req, Resp> {
         rx.await.map_err(|_| ShardUnavailable(target))
     }
 
-    async fn receive_loop<H>(self: Rc<Self>, mut bell: glommio::net::UnixStream, handler: &H)
+    async fn receive_loop<H>(self: Rc<Self>, handler: &H)
     where
         H: Fn(Req) -> LocalBoxFuture<Resp>,
     {
         let inbox = &self.inboxes[self.shard_id];
-        let mut bell_buf = [0u8; 64];
         loop {
             let mut drained = 0usize;
             while let Some(envelope) = inbox.queue.pop() {
@@ -214,15 +201,18 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mailbox<Req, Resp> {
                     glommio::yield_if_needed().await;
                 }
             }
-            inbox.sleeping.store(true, Ordering::SeqCst);
-            if !inbox.queue.is_empty() {
-                inbox.sleeping.store(false, Ordering::SeqCst);
-                continue;
-            }
-            match bell.read(&mut bell_buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
+            // Park: the waker first, then the flag, then one more look, so
+            // a sender either sees the flag (and wakes us) or its envelope
+            // is seen here.
+            std::future::poll_fn(|cx| {
+                inbox.receiver.register(cx.waker());
+                inbox.sleeping.store(true, Ordering::SeqCst);
+                if inbox.queue.is_empty() {
+                    return Poll::Pending;
+                }
+                Poll::Ready(())
+            })
+            .await;
             inbox.sleeping.store(false, Ordering::SeqCst);
         }
     }
@@ -249,11 +239,6 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mailbox<Req, Resp> {
             }
         }
     }
-}
-
-/// One byte on the doorbell; a full socket buffer means it is already rung.
-fn ring<Req, Resp>(inbox: &Inbox<Req, Resp>) {
-    let _ = (&inbox.bell_tx).write(&[1u8]);
 }
 
 #[cfg(test)]
@@ -305,7 +290,14 @@ mod tests {
                 }
             }
         };
-        crate::shard::run_shards(2, false, crate::shard::MIN_IO_MEMORY_BYTES, None, body).unwrap();
+        crate::shard::run_shards(
+            2,
+            crate::shard::Pinning::Unbound,
+            crate::shard::MIN_IO_MEMORY_BYTES,
+            None,
+            body,
+        )
+        .unwrap();
         assert_eq!(answered.load(Ordering::Relaxed), 2 * TASKS * CALLS_PER_TASK);
     }
 }

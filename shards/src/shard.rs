@@ -21,6 +21,15 @@ pub fn available_cores() -> Vec<usize> {
     ids
 }
 
+/// Where shard threads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pinning {
+    /// Shard i on the (offset + i)-th CPU the process may use (wrapping).
+    FromCore(usize),
+    /// Wherever the kernel's scheduler puts them.
+    Unbound,
+}
+
 /// glommio's default I/O arena per executor (registered with io_uring and
 /// so resident): what direct I/O's DMA buffers come from.
 pub const DIRECT_IO_MEMORY_BYTES: usize = 10 * 1024 * 1024;
@@ -60,7 +69,7 @@ pub fn register_membarrier() {
 /// detector; waits for all of them (the detector then logs its totals).
 pub fn run_shards<F, Fut>(
     nr_shards: usize,
-    pin: bool,
+    pinning: Pinning,
     io_memory_bytes: usize,
     stall: Option<StallSettings>,
     body: F,
@@ -78,10 +87,9 @@ where
     };
     let mut handles = Vec::with_capacity(nr_shards);
     for shard_id in 0..nr_shards {
-        let placement = if pin {
-            Placement::Fixed(cores[shard_id % cores.len()])
-        } else {
-            Placement::Unbound
+        let placement = match pinning {
+            Pinning::FromCore(offset) => Placement::Fixed(cores[(offset + shard_id) % cores.len()]),
+            Pinning::Unbound => Placement::Unbound,
         };
         let body = body.clone();
         let mut builder = LocalExecutorBuilder::new(placement)

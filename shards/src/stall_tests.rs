@@ -58,9 +58,9 @@ fn a_blocking_task_is_a_stall() {
     }));
     assert_eq!(totals.count, 1, "{totals:?}");
     // The detector stamps a poll's start when the shard records it, a
-    // little after the task began: one tick (threshold / 10) of slack.
+    // little after the task began: one tick (threshold / 4) of slack.
     assert!(
-        totals.worst_us >= (4 * THRESHOLD_MS - THRESHOLD_MS / 10) * 1000,
+        totals.worst_us >= (4 * THRESHOLD_MS - THRESHOLD_MS / 4) * 1000,
         "{totals:?}"
     );
     // Not the whole test: the stall ends with the block (give or take a
@@ -144,7 +144,7 @@ fn detection_is_off_at_zero() {
     assert_eq!(StallSettings::from_threshold_ms(0), None);
     let s = StallSettings::from_threshold_ms(10).expect("on");
     assert_eq!(s.preempt_slice(), Duration::from_millis(5));
-    assert_eq!(s.tick(), Duration::from_millis(1));
+    assert_eq!(s.tick(), Duration::from_micros(2_500));
 }
 
 #[test]

@@ -110,7 +110,8 @@ pub static KSHARD_BROKER_DEFS: &[ConfigDef] = &[
     def("log.dir", T::String, Some("./data"), V::None, false, "The directory in which the log data is kept (supplemental for log.dirs property). kshard's default is ./data (Kafka's: /tmp/kafka-logs)."),
     def("log.io.mode", T::String, Some("buffered"), V::OneOf(&["direct", "buffered"]), false, "kshard: segment I/O through the page cache (buffered) or with O_DIRECT (direct)."),
     def("num.shards", T::Int, None, V::AtLeast(1), false, "kshard: shard executors; default the CPUs the process may use."),
-    def("shard.core.offset", T::Int, Some("0"), V::AtLeast(0), false, "kshard: first CPU index shards are pinned to."),
+    def("shard.core.offset", T::Int, Some("0"), V::AtLeast(0), false, "kshard: shard i is pinned to the (offset + i)-th CPU the process may use, wrapping around."),
+    def("shard.core.pinning", T::Boolean, Some("true"), V::None, false, "kshard: pin each shard to its own CPU; false leaves placement to the kernel's scheduler (see tuning.md: a VM, or clients on the broker's cores)."),
     def("shard.stall.threshold.ms", T::Long, Some("10"), V::AtLeast(0), false, "kshard: a shard not polling for longer than this is a stall, logged with its stack and counted; 0 turns the detector off. The shards' preemption slice is half of it."),
 ];
 

@@ -1,6 +1,6 @@
 //! Broker configuration: Kafka's `server.properties` keys, defaults and
 //! precedence rules (Kafka 3.9), plus kshard's own keys (`num.shards`,
-//! `log.io.mode`, `shard.core.offset`, `shard.stall.threshold.ms`). Topic-level configs live in `topic`.
+//! `log.io.mode`, `shard.core.offset`, `shard.core.pinning`, `shard.stall.threshold.ms`). Topic-level configs live in `topic`.
 //!
 //! kshard departs from Kafka's defaults in three places so that `kshard`
 //! with no arguments is a working single-node broker: `listeners` defaults
@@ -194,6 +194,8 @@ pub struct BrokerConfig {
     pub default_num_shards: usize,
     pub log_io_mode: LogIoMode,
     pub shard_core_offset: usize,
+    /// Each shard pinned to its own CPU (`shard.core.offset` onwards).
+    pub shard_core_pinning: bool,
     /// A shard not polling for longer is a stall; 0: no detector.
     pub shard_stall_threshold_ms: u64,
     /// Keys not known to kshard, for the caller to warn about.
@@ -603,7 +605,9 @@ impl BrokerConfig {
             num_shards,
             default_num_shards,
             log_io_mode,
-            shard_core_offset: usize::try_from(v.i64("shard.core.offset")).unwrap_or(0),
+            shard_core_offset: usize::try_from(v.i64("shard.core.offset"))
+                .expect("validated at least 0"),
+            shard_core_pinning: v.bool("shard.core.pinning"),
             shard_stall_threshold_ms: u64::try_from(v.i64("shard.stall.threshold.ms"))
                 .expect("validated at least 0"),
             unknown_keys,

@@ -168,7 +168,16 @@ impl<P: 'static> ShardGroups<P> {
     ) {
         type GroupReply<R> = (Vec<usize>, Option<Vec<R>>);
         let mut calls: Vec<LocalBoxFuture<GroupReply<R>>> = Vec::new();
-        for (shard, (idxs, parts)) in self.groups.into_iter().enumerate() {
+        // This shard's own group last: `join_all` polls in order, so the
+        // other shards get their parts before the local part runs (its
+        // synchronous half runs at the first poll). They work meanwhile, and
+        // a reply that arrives while this shard is still busy needs no
+        // wake-up of a parked executor.
+        let nr_shards = self.groups.len();
+        let mut groups = self.groups;
+        for k in 1..=nr_shards {
+            let shard = (router.shard_id + k) % nr_shards;
+            let (idxs, parts) = std::mem::take(&mut groups[shard]);
             if parts.is_empty() {
                 continue;
             }

@@ -188,7 +188,12 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         move |shard_id: usize| run_shard(broker.clone(), shard_id)
     };
     let stall = StallSettings::from_threshold_ms(broker.config.shard_stall_threshold_ms);
-    kshard_shards::shard::run_shards(broker.nr_shards, true, io_memory_bytes, stall, body)
+    let pinning = if broker.config.shard_core_pinning {
+        kshard_shards::shard::Pinning::FromCore(broker.config.shard_core_offset)
+    } else {
+        kshard_shards::shard::Pinning::Unbound
+    };
+    kshard_shards::shard::run_shards(broker.nr_shards, pinning, io_memory_bytes, stall, body)
         .map_err(|e| e.to_string())?;
     finish(&broker)
 }
