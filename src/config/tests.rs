@@ -109,6 +109,18 @@ fn precedence() {
 }
 
 #[test]
+fn shards_are_pinned_from_core_offset_unless_pinning_is_off() {
+    let c = cfg(&[]).unwrap();
+    assert!(c.shard_core_pinning);
+    assert_eq!(c.shard_core_offset, 0);
+    let c = cfg(&[("shard.core.pinning", "false"), ("shard.core.offset", "3")]).unwrap();
+    assert!(!c.shard_core_pinning);
+    assert_eq!(c.shard_core_offset, 3);
+    assert!(cfg(&[("shard.core.pinning", "sometimes")]).is_err());
+    assert!(cfg(&[("shard.core.offset", "-1")]).is_err());
+}
+
+#[test]
 fn invalid_values_name_the_key() {
     for (k, v) in [
         ("num.partitions", "0"),

@@ -622,5 +622,6 @@ fn response_topics(
             }),
         }
     }
+    updater.finish();
     topics
 }

@@ -62,6 +62,7 @@ impl RequestedPartition {
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
+            answered_with_records: false,
         }
     }
 }
@@ -90,6 +91,9 @@ pub struct CachedPartition {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// Sent records in the incremental response being built: it moves to
+    /// the session's end when the response is done.
+    answered_with_records: bool,
 }
 
 impl CachedPartition {
@@ -231,6 +235,7 @@ impl FetchContext {
                 None
             },
             incremental: matches!(self, FetchContext::Incremental { .. }),
+            rotate: false,
         }
     }
 }
@@ -239,6 +244,8 @@ impl FetchContext {
 pub struct ResponseUpdater<'a> {
     session: Option<&'a mut FetchSession>,
     incremental: bool,
+    /// Some partition sent records in an incremental response.
+    rotate: bool,
 }
 
 impl ResponseUpdater<'_> {
@@ -254,9 +261,34 @@ impl ResponseUpdater<'_> {
             .session
             .as_deref_mut()
             .and_then(|s| s.partitions.get_mut(&(topic.to_string(), partition)));
-        match cached {
-            Some(c) => c.maybe_update_response_data(response) || !self.incremental,
-            None => true,
+        let Some(c) = cached else { return true };
+        if !self.incremental {
+            c.maybe_update_response_data(response);
+            return true;
+        }
+        let must = c.maybe_update_response_data(response);
+        if must && response.has_records {
+            c.answered_with_records = true;
+            self.rotate = true;
+        }
+        must
+    }
+
+    /// Kafka's incremental responses move each partition that sent records
+    /// to the end of the session, keeping their order, so the next fetch
+    /// reads (and answers) the others first: under a `max_bytes` that does
+    /// not fit every partition none starves, and a client drains them in
+    /// turn.
+    pub fn finish(self) {
+        let (Some(session), true) = (self.session, self.rotate) else {
+            return;
+        };
+        // Stable: the others keep their order ahead of the moved ones.
+        session
+            .partitions
+            .sort_by(|_, a, _, b| a.answered_with_records.cmp(&b.answered_with_records));
+        for c in session.partitions.values_mut() {
+            c.answered_with_records = false;
         }
     }
 }
@@ -652,6 +684,47 @@ mod tests {
                 *sent = hw;
             }
         }
+    }
+
+    /// As Kafka's incremental contexts: partitions that sent records move to
+    /// the session's end in their order; a full response moves nothing.
+    #[test]
+    fn partitions_that_sent_records_go_last_in_incremental_sessions() {
+        let mut cache = FetchSessionCache::new(0, 1, 4, 0);
+        let all: Vec<_> = (0..4).map(|p| requested("a", p, 0)).collect();
+        let full = FetchMetadata {
+            session_id: 0,
+            epoch: INITIAL_EPOCH,
+        };
+        let context = cache.new_context(12, full, all, &[], 1);
+        let session_id = context.session_id();
+        let mut updater = context.response_updater(&mut cache);
+        for p in 0..4 {
+            assert!(updater.must_respond("a", p, &response(10, p == 0)));
+        }
+        updater.finish();
+        let order = |context: &FetchContext| -> Vec<i32> {
+            context.partitions().iter().map(|p| p.partition).collect()
+        };
+        let at = |epoch| FetchMetadata { session_id, epoch };
+        let context = cache.new_context(12, at(1), Vec::new(), &[], 2);
+        assert_eq!(order(&context), vec![0, 1, 2, 3]);
+        let mut updater = context.response_updater(&mut cache);
+        for p in 0..4 {
+            let sent = updater.must_respond("a", p, &response(10, p == 1 || p == 3));
+            assert_eq!(sent, p == 1 || p == 3);
+        }
+        updater.finish();
+        let context = cache.new_context(12, at(2), Vec::new(), &[], 3);
+        assert_eq!(order(&context), vec![0, 2, 1, 3]);
+        // A response with no records keeps the order.
+        let mut updater = context.response_updater(&mut cache);
+        for p in [0, 2, 1, 3] {
+            assert!(!updater.must_respond("a", p, &response(10, false)));
+        }
+        updater.finish();
+        let context = cache.new_context(12, at(3), Vec::new(), &[], 4);
+        assert_eq!(order(&context), vec![0, 2, 1, 3]);
     }
 
     #[test]
