@@ -650,6 +650,16 @@ mod tests {
         }
     }
 
+    /// A new session of partitions a-0 to a-3, at offset 0.
+    fn full_context_of_four(cache: &mut FetchSessionCache) -> FetchContext {
+        let all: Vec<_> = (0..4).map(|p| requested("a", p, 0)).collect();
+        let full = FetchMetadata {
+            session_id: 0,
+            epoch: INITIAL_EPOCH,
+        };
+        cache.new_context(12, full, all, &[], 1)
+    }
+
     /// A full response reports every partition and teaches the session what
     /// it said; an incremental one then reports only news, as in a model that
     /// remembers the last high watermark sent per partition.
@@ -657,12 +667,7 @@ mod tests {
     fn responses_report_news_only_when_incremental() {
         let mut rng = Rng(7);
         let mut cache = FetchSessionCache::new(0, 1, 4, 0);
-        let all: Vec<_> = (0..4).map(|p| requested("a", p, 0)).collect();
-        let full = FetchMetadata {
-            session_id: 0,
-            epoch: INITIAL_EPOCH,
-        };
-        let context = cache.new_context(12, full, all, &[], 1);
+        let context = full_context_of_four(&mut cache);
         let session_id = context.session_id();
         let mut sent = [-1i64; 4];
         let mut updater = context.response_updater(&mut cache);
@@ -691,12 +696,7 @@ mod tests {
     #[test]
     fn partitions_that_sent_records_go_last_in_incremental_sessions() {
         let mut cache = FetchSessionCache::new(0, 1, 4, 0);
-        let all: Vec<_> = (0..4).map(|p| requested("a", p, 0)).collect();
-        let full = FetchMetadata {
-            session_id: 0,
-            epoch: INITIAL_EPOCH,
-        };
-        let context = cache.new_context(12, full, all, &[], 1);
+        let context = full_context_of_four(&mut cache);
         let session_id = context.session_id();
         let mut updater = context.response_updater(&mut cache);
         for p in 0..4 {
