@@ -58,7 +58,7 @@ fn trivial_handler(x: u64) -> LocalBoxFuture<u64> {
 /// timed on shard 0 from after both shards joined the mailbox.
 fn run_calls(calls: u64, in_flight: u64) -> Measured {
     let in_flight = in_flight.clamp(1, calls.max(1));
-    let builder = MailboxBuilder::<u64, u64>::new(2, QUEUE_CAPACITY).expect("mailbox");
+    let builder = MailboxBuilder::<u64, u64>::new(2, QUEUE_CAPACITY);
     let joined = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let measured = Arc::new(Mutex::new(Measured::default()));

@@ -61,7 +61,7 @@ impl<Req: Send + 'static, Resp: Send + 'static> Clone for MailboxBuilder<Req, Re
 }
 
 impl<Req: Send + 'static, Resp: Send + 'static> MailboxBuilder<Req, Resp> {
-    pub fn new(nr_shards: usize, channel_capacity: usize) -> std::io::Result<Self> {
+    pub fn new(nr_shards: usize, channel_capacity: usize) -> Self {
         assert!(nr_shards >= 1);
         assert!(channel_capacity >= 1);
         let mut inboxes = Vec::with_capacity(nr_shards);
@@ -73,9 +73,9 @@ impl<Req: Send + 'static, Resp: Send + 'static> MailboxBuilder<Req, Resp> {
                 joined: AtomicBool::new(false),
             });
         }
-        Ok(MailboxBuilder {
+        MailboxBuilder {
             inboxes: Arc::new(inboxes),
-        })
+        }
     }
 
     /// Starts shard `shard_id`'s receiver; `handler` serves requests from
@@ -253,7 +253,7 @@ mod tests {
     fn every_call_is_answered_under_pressure() {
         const CALLS_PER_TASK: u64 = 5_000;
         const TASKS: u64 = 4;
-        let builder = MailboxBuilder::<(usize, u64), u64>::new(2, 8).unwrap();
+        let builder = MailboxBuilder::<(usize, u64), u64>::new(2, 8);
         let answered = Arc::new(AtomicU64::new(0));
         let body = {
             let answered = answered.clone();

@@ -276,8 +276,7 @@ async fn start_shard(
         &image.cluster_id,
     )?;
     let metadata = Arc::new(MetadataCache::new(image));
-    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(1, 64)
-        .map_err(|e| format!("creating the mailbox: {e}"))?;
+    let mailbox = MailboxBuilder::<ShardRequest, ShardResponse>::new(1, 64);
     let ctx = super::shard::build(super::shard::ShardConfig {
         shard_id: CONTROLLER_SHARD,
         nr_shards: 1,

@@ -290,8 +290,7 @@ impl Broker {
     ) -> Result<Broker, String> {
         let shutdown = register_shutdown_signals()?;
         let nr_shards = metadata.config.num_shards.max(1);
-        let mailbox = MailboxBuilder::new(nr_shards, MAILBOX_CAPACITY)
-            .map_err(|e| format!("creating the cross-shard mailbox: {e}"))?;
+        let mailbox = MailboxBuilder::new(nr_shards, MAILBOX_CAPACITY);
         Ok(Broker {
             config: metadata.config,
             listener_security,
