@@ -109,6 +109,7 @@ pub static KSHARD_BROKER_DEFS: &[ConfigDef] = &[
     def("listeners", T::String, Some("PLAINTEXT://127.0.0.1:9092"), V::None, true, "Listener List - Comma-separated list of URIs we will listen on and the listener names. kshard's default is PLAINTEXT://127.0.0.1:9092 (Kafka's: PLAINTEXT://:9092)."),
     def("log.dir", T::String, Some("./data"), V::None, false, "The directory in which the log data is kept (supplemental for log.dirs property). kshard's default is ./data (Kafka's: /tmp/kafka-logs)."),
     def("log.io.mode", T::String, Some("buffered"), V::OneOf(&["direct", "buffered"]), false, "kshard: segment I/O through the page cache (buffered) or with O_DIRECT (direct)."),
+    def("log.io.offload.writes", T::Boolean, Some("true"), V::None, false, "kshard: with log.io.mode=buffered, leaders' appends are written by io_uring off the shard's thread (true), so the kernel's dirty-page throttling never holds a shard; false writes them with pwrite on the shard's thread."),
     def("num.shards", T::Int, None, V::AtLeast(1), false, "kshard: shard executors; default the CPUs the process may use."),
     def("shard.core.offset", T::Int, Some("0"), V::AtLeast(0), false, "kshard: shard i is pinned to the (offset + i)-th CPU the process may use, wrapping around."),
     def("shard.core.pinning", T::Boolean, Some("true"), V::None, false, "kshard: pin each shard to its own CPU; false leaves placement to the kernel's scheduler (see tuning.md: a VM, or clients on the broker's cores)."),

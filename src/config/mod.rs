@@ -1,6 +1,6 @@
 //! Broker configuration: Kafka's `server.properties` keys, defaults and
 //! precedence rules (Kafka 3.9), plus kshard's own keys (`num.shards`,
-//! `log.io.mode`, `shard.core.offset`, `shard.core.pinning`, `shard.stall.threshold.ms`). Topic-level configs live in `topic`.
+//! `log.io.mode`, `log.io.offload.writes`, `shard.core.offset`, `shard.core.pinning`, `shard.stall.threshold.ms`). Topic-level configs live in `topic`.
 //!
 //! kshard departs from Kafka's defaults in three places so that `kshard`
 //! with no arguments is a working single-node broker: `listeners` defaults
@@ -193,6 +193,8 @@ pub struct BrokerConfig {
     /// What `num.shards` would be if unset (CPUs the process may use).
     pub default_num_shards: usize,
     pub log_io_mode: LogIoMode,
+    /// Buffered mode: leaders' appends written by io_uring off the shard.
+    pub log_io_offload_writes: bool,
     pub shard_core_offset: usize,
     /// Each shard pinned to its own CPU (`shard.core.offset` onwards).
     pub shard_core_pinning: bool,
@@ -608,6 +610,7 @@ impl BrokerConfig {
             shard_core_offset: usize::try_from(v.i64("shard.core.offset"))
                 .expect("validated at least 0"),
             shard_core_pinning: v.bool("shard.core.pinning"),
+            log_io_offload_writes: v.bool("log.io.offload.writes"),
             shard_stall_threshold_ms: u64::try_from(v.i64("shard.stall.threshold.ms"))
                 .expect("validated at least 0"),
             unknown_keys,

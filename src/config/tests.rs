@@ -475,8 +475,8 @@ fn every_kafka_key_is_described() {
     ])
     .unwrap();
     let entries = broker_config_entries(&c);
-    // Kafka 3.9.1 has 314 non-internal broker keys; kshard adds 5.
-    assert_eq!(entries.len(), 314 + 5 + 2);
+    // Kafka 3.9.1 has 314 non-internal broker keys; kshard adds 6.
+    assert_eq!(entries.len(), 314 + 6 + 2);
     let location = entry(&entries, "listener.name.plaintext.ssl.keystore.location");
     assert_eq!(
         (

@@ -83,14 +83,22 @@ mod tests {
                     std::fs::read_to_string(&checkpoint).unwrap(),
                     "0\n2\n0 0\n3 0\n"
                 );
-                let (first, second) = {
+                {
                     let mut ps = rm.partitions_mut();
                     assert_eq!(
                         ps.append(&produce(3), NOW_MS, AppendOrigin::Client)
                             .error_code,
                         errors::NONE
                     );
-
+                }
+                // The append is staged (buffered offload): it lands before
+                // the role change, as a broker's role change waits for it.
+                rm.schedule_direct_write("t", 0);
+                rm.quiesce_direct_writes(|_, _| true, std::time::Duration::from_secs(5))
+                    .await;
+                rm.unfence_appends(|_, _| true);
+                let (first, second) = {
+                    let mut ps = rm.partitions_mut();
                     // A new epoch's checkpoint taken for syncing fences appends,
                     // and a later batch keeps them fenced past the earlier one.
                     let p = ps.partition_mut("t", 0).unwrap();

@@ -99,6 +99,7 @@ impl ReplicaManager {
         let config = rc.config;
         let io_mode = match config.log_io_mode {
             LogIoMode::Direct => IoMode::Direct,
+            LogIoMode::Buffered if config.log_io_offload_writes => IoMode::BufferedOffload,
             LogIoMode::Buffered => IoMode::Buffered,
         };
         let mut partitions = Partitions::new(

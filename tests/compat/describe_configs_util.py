@@ -26,7 +26,7 @@ TYPE_CODES = {
     "Password": 9,
 }
 # kshard's own keys (documented in the README), listed besides Kafka's.
-KSHARD_ONLY = {"num.shards", "log.io.mode", "shard.core.offset", "shard.core.pinning", "shard.stall.threshold.ms"}
+KSHARD_ONLY = {"num.shards", "log.io.mode", "log.io.offload.writes", "shard.core.offset", "shard.core.pinning", "shard.stall.threshold.ms"}
 # Defaulted differently by kshard on purpose (listeners on 127.0.0.1,
 # log.dir ./data; see src/config/mod.rs).
 KSHARD_DEFAULTS = {"listeners", "log.dir"}

@@ -5,9 +5,14 @@
 /// kshard setting, not a Kafka topic config).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IoMode {
-    /// Positional writes through the page cache.
+    /// Positional writes through the page cache, on the shard's thread.
     #[default]
     Buffered,
+    /// Writes through the page cache made by io_uring off the shard's
+    /// thread (staged as direct mode's, see [`crate::log::direct_write`]):
+    /// the kernel's dirty-page throttling then holds the write, not the
+    /// shard.
+    BufferedOffload,
     /// O_DIRECT writes from an aligned write-behind buffer; reads stay
     /// buffered. See [`crate::log::segment::direct_io`].
     Direct,

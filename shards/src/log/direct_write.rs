@@ -19,13 +19,24 @@
 //!
 //! Appends staged while a write is in flight go out together in the next
 //! one (group commit).
+//!
+//! `IoMode::BufferedOffload` runs the same cycle with a buffered write: the
+//! appends' bytes as they are, at the segment's end, written by io_uring
+//! through a duplicate of the segment's descriptor. ext4 refuses
+//! non-blocking buffered writes, so io_uring hands each to one of its
+//! kernel workers; the kernel's dirty-page throttling (up to hundreds of
+//! milliseconds when producers outrun writeback) then holds that worker and
+//! this log's next write, never the shard.
 
+use std::fs::File;
 use std::io;
+use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 
 use super::patched::PatchedRecords;
 use super::segment::direct_io::DIRECT_BLOCK_BYTES;
@@ -59,6 +70,16 @@ pub struct DirectWrite {
     /// The new bytes as stored, copied out of the DMA buffer for the
     /// log's tail cache once the write has run.
     pub(crate) written: Option<Bytes>,
+    /// Set for a buffered write (`IoMode::BufferedOffload`): no head, tail
+    /// or padding then.
+    pub(crate) buffered: Option<BufferedTarget>,
+}
+
+/// Where a buffered write goes: the segment's descriptor, and its io_uring
+/// duplicate once made (kept by the log between writes of one segment).
+pub struct BufferedTarget {
+    pub(crate) file: Arc<File>,
+    pub(crate) uring: Option<Rc<BufferedFile>>,
 }
 
 impl DirectWrite {
@@ -105,6 +126,9 @@ impl DirectWrite {
     /// Writes the planned bytes, opening the segment for O_DIRECT writes on
     /// first use. A short write is an error.
     pub async fn execute(&mut self) -> io::Result<()> {
+        if self.buffered.is_some() {
+            return self.execute_buffered().await;
+        }
         let dma = match &self.dma {
             Some(d) => d.clone(),
             None => {
@@ -136,6 +160,50 @@ impl DirectWrite {
                 io::ErrorKind::WriteZero,
                 format!(
                     "{}: short direct write at {}: {written} of {len} bytes",
+                    self.path.display(),
+                    self.file_pos
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl DirectWrite {
+    /// A buffered write: the appends' bytes in one io_uring write at the
+    /// segment's end. A short write is an error.
+    async fn execute_buffered(&mut self) -> io::Result<()> {
+        let target = self.buffered.as_mut().expect("a buffered write");
+        let file = match &target.uring {
+            Some(f) => f.clone(),
+            None => {
+                // SAFETY: dup of a descriptor the Arc keeps open; the new
+                // descriptor is owned (and closed) by the BufferedFile.
+                let fd = unsafe { libc::dup(target.file.as_raw_fd()) };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: `fd` is open and owned by nothing else.
+                let f = Rc::new(unsafe { BufferedFile::from_raw_fd(fd) });
+                target.uring = Some(f.clone());
+                f
+            }
+        };
+        let len = self.data_len();
+        let mut buf = Vec::with_capacity(len);
+        for a in &self.appends {
+            a.records.extend_into(&mut buf);
+        }
+        assert_eq!(buf.len(), len);
+        let written = file
+            .write_at(buf, self.file_pos)
+            .await
+            .map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())))?;
+        if written != len {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!(
+                    "{}: short write at {}: {written} of {len} bytes",
                     self.path.display(),
                     self.file_pos
                 ),

@@ -131,6 +131,14 @@ struct Staging {
     tail: super::tail_cache::TailCache,
     /// Aborted transactions whose marker is staged: indexed when it lands.
     pending_aborts: Vec<super::transaction_index::AbortedTxn>,
+    /// Buffered offload: the active segment's io_uring descriptor.
+    buffered_file: Option<CachedUringFile>,
+}
+
+/// A segment's descriptor for io_uring writes (a duplicate of its own).
+struct CachedUringFile {
+    segment_base: i64,
+    file: std::rc::Rc<glommio::io::BufferedFile>,
 }
 
 static NEXT_LOG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -147,6 +155,7 @@ impl Staging {
             failed: None,
             tail: Default::default(),
             pending_aborts: Vec::new(),
+            buffered_file: None,
         }
     }
 
@@ -338,7 +347,7 @@ impl Log {
         self.active_mut().on_become_active()?;
         match self.config.io_mode {
             IoMode::Direct => self.active_mut().enable_direct_writes(),
-            IoMode::Buffered => Ok(()),
+            IoMode::Buffered | IoMode::BufferedOffload => Ok(()),
         }
     }
 

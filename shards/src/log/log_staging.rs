@@ -5,13 +5,15 @@
 use std::io;
 
 use super::super::config::IoMode;
-use super::super::direct_write::{tail_block, DirectWrite, StagedAppend, MAX_DIRECT_WRITE_BYTES};
+use super::super::direct_write::{
+    tail_block, BufferedTarget, DirectWrite, StagedAppend, MAX_DIRECT_WRITE_BYTES,
+};
 use super::super::patched::PatchedRecords;
 use super::super::segment::NewSegmentFiles;
 use super::super::FileSlice;
 use super::super::LogAppendInfo;
 use super::super::LogConfig;
-use super::{check_append_shape, invalid_input, Log, ReadInfo};
+use super::{check_append_shape, invalid_input, CachedUringFile, Log, ReadInfo};
 
 /// What the writer of a log's staged appends does next (`begin_write`).
 pub enum WriteStep {
@@ -57,9 +59,12 @@ impl Log {
     /// Appends go through `stage` (direct mode, active segment writable
     /// with O_DIRECT, no failed write).
     pub fn stages_appends(&self) -> bool {
-        self.config.io_mode == IoMode::Direct
-            && self.active().is_direct()
-            && self.staging.failed.is_none()
+        let staged = match self.config.io_mode {
+            IoMode::Direct => self.active().is_direct(),
+            IoMode::BufferedOffload => true,
+            IoMode::Buffered => false,
+        };
+        staged && self.staging.failed.is_none()
     }
 
     /// Staged or in-flight appends exist.
@@ -186,7 +191,8 @@ impl Log {
                 self.staging.rolled = true;
             }
         }
-        if !self.active().is_direct() {
+        let direct = self.config.io_mode == IoMode::Direct;
+        if direct && !self.active().is_direct() {
             return Err(io::Error::other(format!(
                 "{}: the active segment lost its direct writer with appends staged",
                 self.dir.display()
@@ -215,6 +221,9 @@ impl Log {
             appends.push(self.staging.queue.pop_front().expect("peeked"));
         }
         assert!(!appends.is_empty());
+        if !direct {
+            return Ok(WriteStep::Write(self.plan_buffered_write(appends)));
+        }
         let seg = self.active_mut();
         let position = seg.size_bytes;
         let segment_base = seg.base_offset;
@@ -249,6 +258,7 @@ impl Log {
             appends,
             tail,
             written: None,
+            buffered: None,
         };
         assert_eq!(write.end_pos(), end_pos);
         // One write in flight per log, and none while anything truncates:
@@ -259,6 +269,38 @@ impl Log {
         );
         self.staging.in_flight_end = Some(write.end_offset());
         Ok(WriteStep::Write(write))
+    }
+
+    /// Buffered offload: the appends go at the segment's end as they are,
+    /// through the segment's descriptor (its io_uring twin kept between
+    /// writes of one segment).
+    fn plan_buffered_write(&mut self, appends: Vec<StagedAppend>) -> DirectWrite {
+        let cached = self.staging.buffered_file.take();
+        let seg = self.active();
+        let uring = cached
+            .filter(|c| c.segment_base == seg.base_offset)
+            .map(|c| c.file);
+        let write = DirectWrite {
+            log_id: self.staging.log_id,
+            segment_base: seg.base_offset,
+            path: seg.log.path().to_path_buf(),
+            dma: None,
+            file_pos: seg.size_bytes,
+            head: Vec::new(),
+            appends,
+            tail: Vec::new(),
+            written: None,
+            buffered: Some(BufferedTarget {
+                file: seg.log.shared(),
+                uring,
+            }),
+        };
+        assert_eq!(
+            write.appends[0].info.first_offset, self.log_end_offset,
+            "a staged write starts at the log end offset"
+        );
+        self.staging.in_flight_end = Some(write.end_offset());
+        write
     }
 
     /// The write planned by `begin_write` finished with `result`. On
@@ -285,6 +327,15 @@ impl Log {
             self.staging.failed = Some(e.to_string());
             return Err(e);
         }
+        if let Some(target) = &write.buffered {
+            if let Some(file) = &target.uring {
+                self.staging.buffered_file = Some(CachedUringFile {
+                    segment_base: write.segment_base,
+                    file: file.clone(),
+                });
+            }
+            return self.land_write(&write);
+        }
         let w = seg.direct.as_mut().expect("a direct segment");
         w.async_written(
             write.file_pos,
@@ -298,6 +349,13 @@ impl Log {
         // The pair of `begin_write`'s checks: the writer's tail block and
         // the segment both end where the write's log bytes end.
         assert_eq!(w.logical_end(), Some(write.end_pos()));
+        self.land_write(&write)
+    }
+
+    /// A write's appends join the log: indexes, log end offset, the tail
+    /// cache (direct), a flush due.
+    fn land_write(&mut self, write: &DirectWrite) -> io::Result<()> {
+        let seg = self.active_mut();
         let position = seg.size_bytes;
         for a in &write.appends {
             seg.append_written(&a.records, &a.info)?;
@@ -310,7 +368,7 @@ impl Log {
         let first_offset = self.log_end_offset;
         self.log_end_offset = write.end_offset();
         self.index_landed_aborts()?;
-        if let Some(bytes) = write.written {
+        if let Some(bytes) = write.written.clone() {
             self.staging.tail.push(
                 write.segment_base,
                 position,

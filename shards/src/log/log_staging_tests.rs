@@ -1,5 +1,5 @@
-//! Direct mode's asynchronous appends (`Log::stage`, `begin_write`,
-//! `complete_write`): invisible until written, byte-exact with the headers
+//! Asynchronous appends, of direct mode and of buffered offload
+//! (`Log::stage`, `begin_write`, `complete_write`): invisible until written, byte-exact with the headers
 //! validation rewrote, grouped into one write, rolled like synchronous
 //! appends, flushes deferred past a write in flight, destructive operations
 //! refused while anything is pending, and a log dropped with staged appends
@@ -11,20 +11,24 @@ use crate::log::segment::direct_io::DIRECT_BLOCK_BYTES;
 use crate::log::validate::{ValidationConfig, Validator};
 use bytes::Bytes;
 
-/// Runs `f` on a glommio executor (DmaFile needs one), in direct mode.
+/// Runs `f` on a glommio executor (io_uring files need one), once in
+/// direct mode and once with buffered writes offloaded: both stage.
 fn run<F, Fut>(f: F)
 where
-    F: FnOnce() -> Fut + Send + 'static,
+    F: Fn() -> Fut + Send + Clone + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
 {
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || {
-            MODE.set(IoMode::Direct);
-            f()
-        })
-        .unwrap()
-        .join()
-        .unwrap();
+    for mode in [IoMode::Direct, IoMode::BufferedOffload] {
+        let f = f.clone();
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || {
+                MODE.set(mode);
+                f()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 }
 
 fn staged_config(segment_bytes: u64) -> LogConfig {
@@ -112,6 +116,9 @@ fn staged_appends_are_invisible_until_written_then_exact() {
         assert_bytes(&raw[..expected.len()], &expected, "file");
         assert!(raw[expected.len()..].iter().all(|&b| b == 0));
         assert!(raw.len() - expected.len() < DIRECT_BLOCK_BYTES);
+        if MODE.get() == IoMode::BufferedOffload {
+            assert_eq!(raw.len(), expected.len(), "a buffered write has no padding");
+        }
     });
 }
 

@@ -39,7 +39,7 @@ fn base_config() -> LogConfig {
 /// may be tmpfs.
 fn test_dir() -> tempfile::TempDir {
     match MODE.get() {
-        IoMode::Buffered => tempfile::tempdir().unwrap(),
+        IoMode::Buffered | IoMode::BufferedOffload => tempfile::tempdir().unwrap(),
         IoMode::Direct => {
             let exe = std::env::current_exe().unwrap();
             let parent = exe.parent().unwrap();

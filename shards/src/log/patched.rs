@@ -68,6 +68,16 @@ impl PatchedRecords {
         }
     }
 
+    /// Appends the stored bytes to `out`.
+    pub fn extend_into(&self, out: &mut Vec<u8>) {
+        let base = out.len();
+        out.extend_from_slice(&self.records);
+        for h in &self.headers {
+            let at = base + h.position;
+            out[at..at + RECORD_BATCH_OVERHEAD].copy_from_slice(&h.bytes);
+        }
+    }
+
     /// The stored bytes as one buffer (tests, tools).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = vec![0u8; self.len()];

@@ -449,7 +449,12 @@ impl Partition {
                 record_errors: e.record_errors().to_vec(),
             }
         };
-        let info = if allow_staging && self.log.stages_appends() {
+        // The coordinators' logs are written synchronously, their own
+        // appends and the transaction markers alike: a coordinator's append
+        // must never find a staged one ahead of it.
+        let coordinator_log = self.topic == kshard_shards::placement::OFFSETS_TOPIC
+            || self.topic == kshard_shards::placement::TRANSACTION_STATE_TOPIC;
+        let info = if allow_staging && !coordinator_log && self.log.stages_appends() {
             // Direct mode: the request's bytes are staged as they are, with
             // the headers offset assignment rewrote beside them.
             let mut headers = Vec::with_capacity(1);
