@@ -8,9 +8,9 @@
 //!    written; the log end offset and every reader are unaffected).
 //! 2. [`crate::log::log::Log::begin_write`] rolls if Kafka would, then takes
 //!    the staged appends that fit the active segment (up to
-//!    [`MAX_DIRECT_WRITE_BYTES`]) as one [`DirectWrite`]: the segment's
+//!    [`MAX_DIRECT_WRITE_BYTES`]) as one [`StagedWrite`]: the segment's
 //!    partial last block followed by the new bytes, zero padded to a block.
-//! 3. [`DirectWrite::execute`] allocates a DMA buffer, fills it and writes.
+//! 3. [`StagedWrite::execute`] allocates a DMA buffer, fills it and writes.
 //! 4. [`crate::log::log::Log::complete_write`] indexes the appends and moves
 //!    the log end offset: only now can fetches, the high watermark and
 //!    acknowledgements see them, so nothing is acknowledged or served that
@@ -53,7 +53,7 @@ pub struct StagedAppend {
 }
 
 /// One planned write of a log's active segment.
-pub struct DirectWrite {
+pub struct StagedWrite {
     /// Which `Log` planned it (a log reopened or deleted meanwhile differs).
     pub(crate) log_id: u64,
     pub(crate) segment_base: i64,
@@ -82,7 +82,7 @@ pub struct BufferedTarget {
     pub(crate) uring: Option<Rc<BufferedFile>>,
 }
 
-impl DirectWrite {
+impl StagedWrite {
     pub fn log_id(&self) -> u64 {
         self.log_id
     }
@@ -151,25 +151,10 @@ impl DirectWrite {
         self.fill(buf.as_bytes_mut());
         let new = self.head.len()..self.head.len() + self.data_len();
         self.written = Some(Bytes::copy_from_slice(&buf.as_bytes()[new]));
-        let written = dma
-            .write_at(buf, self.file_pos)
-            .await
-            .map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())))?;
-        if written != len {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!(
-                    "{}: short direct write at {}: {written} of {len} bytes",
-                    self.path.display(),
-                    self.file_pos
-                ),
-            ));
-        }
-        Ok(())
+        let written = dma.write_at(buf, self.file_pos).await;
+        self.check_written(written, len)
     }
-}
 
-impl DirectWrite {
     /// A buffered write: the appends' bytes in one io_uring write at the
     /// segment's end. A short write is an error.
     async fn execute_buffered(&mut self) -> io::Result<()> {
@@ -195,10 +180,14 @@ impl DirectWrite {
             a.records.extend_into(&mut buf);
         }
         assert_eq!(buf.len(), len);
-        let written = file
-            .write_at(buf, self.file_pos)
-            .await
-            .map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())))?;
+        let written = file.write_at(buf, self.file_pos).await;
+        self.check_written(written, len)
+    }
+
+    /// A write's outcome: an error names the segment, a short write is one.
+    fn check_written(&self, written: glommio::Result<usize, ()>, len: usize) -> io::Result<()> {
+        let written =
+            written.map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())))?;
         if written != len {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,

@@ -6,7 +6,7 @@ use std::io;
 
 use super::super::config::IoMode;
 use super::super::direct_write::{
-    tail_block, BufferedTarget, DirectWrite, StagedAppend, MAX_DIRECT_WRITE_BYTES,
+    tail_block, BufferedTarget, StagedAppend, StagedWrite, MAX_DIRECT_WRITE_BYTES,
 };
 use super::super::patched::PatchedRecords;
 use super::super::segment::NewSegmentFiles;
@@ -18,7 +18,7 @@ use super::{check_append_shape, invalid_input, CachedUringFile, Log, ReadInfo};
 /// What the writer of a log's staged appends does next (`begin_write`).
 pub enum WriteStep {
     /// Write these appends, then `complete_write`.
-    Write(DirectWrite),
+    Write(StagedWrite),
     /// The first staged append needs a new segment: make its files off the
     /// shard (`NewSegmentJob::run`), hand them to `segment_prepared`, then
     /// ask again. Appends keep being staged meanwhile.
@@ -121,7 +121,7 @@ impl Log {
 
     /// `begin_write` with a new segment's files made here, on the caller's
     /// thread (tests, tools).
-    pub fn begin_write_now(&mut self, now_ms: i64) -> io::Result<Option<DirectWrite>> {
+    pub fn begin_write_now(&mut self, now_ms: i64) -> io::Result<Option<StagedWrite>> {
         loop {
             match self.begin_write(now_ms)? {
                 WriteStep::Write(write) => return Ok(Some(write)),
@@ -248,7 +248,7 @@ impl Log {
         let dma = w.dma.clone();
         let end_pos = position + bytes;
         let tail = tail_block(&head, &appends, end_pos);
-        let write = DirectWrite {
+        let write = StagedWrite {
             log_id: self.staging.log_id,
             segment_base,
             path,
@@ -274,13 +274,13 @@ impl Log {
     /// Buffered offload: the appends go at the segment's end as they are,
     /// through the segment's descriptor (its io_uring twin kept between
     /// writes of one segment).
-    fn plan_buffered_write(&mut self, appends: Vec<StagedAppend>) -> DirectWrite {
+    fn plan_buffered_write(&mut self, appends: Vec<StagedAppend>) -> StagedWrite {
         let cached = self.staging.buffered_file.take();
         let seg = self.active();
         let uring = cached
             .filter(|c| c.segment_base == seg.base_offset)
             .map(|c| c.file);
-        let write = DirectWrite {
+        let write = StagedWrite {
             log_id: self.staging.log_id,
             segment_base: seg.base_offset,
             path: seg.log.path().to_path_buf(),
@@ -309,7 +309,7 @@ impl Log {
     /// failure the staged appends are dropped and the log takes no more
     /// (as Kafka takes a failed log directory offline); the error is
     /// returned.
-    pub fn complete_write(&mut self, write: DirectWrite, result: io::Result<()>) -> io::Result<()> {
+    pub fn complete_write(&mut self, write: StagedWrite, result: io::Result<()>) -> io::Result<()> {
         assert_eq!(write.log_id, self.staging.log_id, "a write of another log");
         assert_eq!(self.staging.in_flight_end, Some(write.end_offset()));
         self.staging.in_flight_end = None;
@@ -354,7 +354,7 @@ impl Log {
 
     /// A write's appends join the log: indexes, log end offset, the tail
     /// cache (direct), a flush due.
-    fn land_write(&mut self, write: &DirectWrite) -> io::Result<()> {
+    fn land_write(&mut self, write: &StagedWrite) -> io::Result<()> {
         let seg = self.active_mut();
         let position = seg.size_bytes;
         for a in &write.appends {

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
 use kshard_shards::log::config::{IoMode, LogConfig};
-use kshard_shards::log::direct_write::DirectWrite;
+use kshard_shards::log::direct_write::StagedWrite;
 use kshard_shards::log::log::{Log, ReadError, WriteStep};
 use kshard_shards::log::log_create::PreparedLog;
 use kshard_shards::log::patched::PatchedRecords;
@@ -527,7 +527,7 @@ impl Partition {
     /// log and may move the high watermark (true if it moved). A
     /// producer-state snapshot is taken after a roll once the log has
     /// nothing staged, so the snapshot never runs ahead of the file.
-    pub fn complete_direct_write(&mut self, write: DirectWrite, result: io::Result<()>) -> bool {
+    pub fn complete_direct_write(&mut self, write: StagedWrite, result: io::Result<()>) -> bool {
         if let Err(e) = self.log.complete_write(write, result) {
             log::error!(
                 "{}-{} in dir {}: direct write failed, the partition takes no more appends: {e}",
