@@ -183,6 +183,11 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         crate::config::LogIoMode::Direct => kshard_shards::shard::DIRECT_IO_MEMORY_BYTES,
         crate::config::LogIoMode::Buffered => kshard_shards::shard::MIN_IO_MEMORY_BYTES,
     };
+    if broker.config.log_io_mode == crate::config::LogIoMode::Buffered
+        && broker.config.log_io_offload_writes
+    {
+        kshard_shards::log::dirty_pages::start_sampler().map_err(|e| e.to_string())?;
+    }
     let body = {
         let broker = broker.clone();
         move |shard_id: usize| run_shard(broker.clone(), shard_id)

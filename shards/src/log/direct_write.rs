@@ -21,12 +21,14 @@
 //! one (group commit).
 //!
 //! `IoMode::BufferedOffload` runs the same cycle with a buffered write: the
-//! appends' bytes as they are, at the segment's end, written by io_uring
-//! through a duplicate of the segment's descriptor. ext4 refuses
-//! non-blocking buffered writes, so io_uring hands each to one of its
-//! kernel workers; the kernel's dirty-page throttling (up to hundreds of
-//! milliseconds when producers outrun writeback) then holds that worker and
-//! this log's next write, never the shard.
+//! appends' bytes as they are, at the segment's end. While the system's
+//! dirty pages are far from the kernel's writeback thresholds
+//! ([`crate::log::dirty_pages`]) it is one `pwrite` on the shard; near
+//! them, io_uring writes it through a duplicate of the segment's
+//! descriptor. ext4 refuses non-blocking buffered writes, so io_uring hands
+//! each to one of its kernel workers; the kernel's dirty-page throttling
+//! (up to hundreds of milliseconds when producers outrun writeback) then
+//! holds that worker and this log's next write, never the shard.
 
 use std::fs::File;
 use std::io;
@@ -155,10 +157,25 @@ impl StagedWrite {
         self.check_written(written, len)
     }
 
-    /// A buffered write: the appends' bytes in one io_uring write at the
-    /// segment's end. A short write is an error.
+    /// A buffered write: the appends' bytes in one write at the segment's
+    /// end, by `pwrite` here while the kernel is far from throttling
+    /// writers, by io_uring's workers otherwise (`dirty_pages`). A short
+    /// write is an error.
     async fn execute_buffered(&mut self) -> io::Result<()> {
+        let len = self.data_len();
+        let mut buf = Vec::with_capacity(len);
+        for a in &self.appends {
+            a.records.extend_into(&mut buf);
+        }
+        assert_eq!(buf.len(), len);
         let target = self.buffered.as_mut().expect("a buffered write");
+        if !super::dirty_pages::offload_writes() {
+            use std::os::unix::fs::FileExt;
+            return target
+                .file
+                .write_all_at(&buf, self.file_pos)
+                .map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())));
+        }
         let file = match &target.uring {
             Some(f) => f.clone(),
             None => {
@@ -174,12 +191,6 @@ impl StagedWrite {
                 f
             }
         };
-        let len = self.data_len();
-        let mut buf = Vec::with_capacity(len);
-        for a in &self.appends {
-            a.records.extend_into(&mut buf);
-        }
-        assert_eq!(buf.len(), len);
         let written = file.write_at(buf, self.file_pos).await;
         self.check_written(written, len)
     }

@@ -56,12 +56,17 @@ impl Log {
         }
     }
 
-    /// Appends go through `stage` (direct mode, active segment writable
-    /// with O_DIRECT, no failed write).
+    /// Appends go through `stage` (no failed write, and: direct mode with
+    /// the active segment writable with O_DIRECT, or buffered offload near
+    /// the kernel's writeback thresholds or with appends still staged).
     pub fn stages_appends(&self) -> bool {
         let staged = match self.config.io_mode {
             IoMode::Direct => self.active().is_direct(),
-            IoMode::BufferedOffload => true,
+            // Staged only near the kernel's writeback thresholds, or while
+            // anything is staged (a synchronous append needs none pending).
+            IoMode::BufferedOffload => {
+                !self.staging.is_idle() || super::super::dirty_pages::offload_writes()
+            }
             IoMode::Buffered => false,
         };
         staged && self.staging.failed.is_none()

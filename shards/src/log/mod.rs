@@ -10,6 +10,7 @@ mod cleaner_filter;
 pub mod config;
 pub mod control_batch;
 pub mod direct_write;
+pub mod dirty_pages;
 pub mod index_file;
 pub mod legacy;
 pub mod log;

@@ -1,0 +1,148 @@
+//! Whether the kernel is near throttling page-cache writers. Buffered
+//! offload (`IoMode::BufferedOffload`) appends synchronously on the shard
+//! (one `pwrite` in the produce: the lowest latency) while the system's
+//! dirty pages are well under the background writeback threshold, and
+//! stages appends for io_uring's kernel workers once they are not: before
+//! the kernel's `balance_dirty_pages` pauses writers, which it starts above
+//! the midpoint of the background and foreground limits.
+//!
+//! A sampler thread reads `/proc` every [`SAMPLE_INTERVAL`] and sets one
+//! process-wide flag; until it runs the flag says "offload".
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How often the sampler looks. At 1 GB/s of appends the dirty pages grow
+/// 50 MB between looks, far under the thresholds (gigabytes on a host with
+/// tens of GiB).
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
+
+static OFFLOAD: AtomicBool = AtomicBool::new(true);
+
+/// Buffered appends should be staged for io_uring's workers now.
+pub fn offload_writes() -> bool {
+    OFFLOAD.load(Ordering::Relaxed)
+}
+
+/// The kernel's view of dirty page-cache memory, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirtyState {
+    /// `nr_dirty + nr_writeback` pages.
+    pub dirty_bytes: u64,
+    /// Where background writeback starts (`vm.dirty_background_bytes`, or
+    /// `vm.dirty_background_ratio` of the dirtyable memory).
+    pub background_bytes: u64,
+}
+
+impl DirtyState {
+    /// Offload from half the background threshold; back inline under a
+    /// quarter (the gap keeps the choice from flapping).
+    pub fn offload(&self, offloading: bool) -> bool {
+        let dirty = self.dirty_bytes.saturating_mul(4);
+        if offloading {
+            dirty >= self.background_bytes
+        } else {
+            dirty >= self.background_bytes.saturating_mul(2)
+        }
+    }
+}
+
+fn field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let rest = rest.strip_prefix(':').unwrap_or(rest);
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Reads the state from `/proc/vmstat`, `/proc/meminfo` and the two
+/// `vm.dirty_background_*` settings. Dirtyable memory is free plus file
+/// pages, as the kernel's `global_dirtyable_memory` (without its reserve).
+pub fn parse_dirty_state(
+    vmstat: &str,
+    meminfo: &str,
+    background_ratio: u64,
+    background_bytes: u64,
+) -> Option<DirtyState> {
+    const PAGE_BYTES: u64 = 4096;
+    let pages = field(vmstat, "nr_dirty ")? + field(vmstat, "nr_writeback ")?;
+    let background = if background_bytes > 0 {
+        background_bytes
+    } else {
+        let kib = field(meminfo, "MemFree")?
+            + field(meminfo, "Active(file)")?
+            + field(meminfo, "Inactive(file)")?;
+        kib * 1024 * background_ratio / 100
+    };
+    Some(DirtyState {
+        dirty_bytes: pages * PAGE_BYTES,
+        background_bytes: background,
+    })
+}
+
+fn read_dirty_state() -> Option<DirtyState> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let number = |p: &str| read(p).and_then(|s| s.trim().parse::<u64>().ok());
+    parse_dirty_state(
+        &read("/proc/vmstat")?,
+        &read("/proc/meminfo")?,
+        number("/proc/sys/vm/dirty_background_ratio")?,
+        number("/proc/sys/vm/dirty_background_bytes").unwrap_or(0),
+    )
+}
+
+/// Starts the sampler thread (once per process). Where `/proc` cannot be
+/// read the flag stays at "offload".
+pub fn start_sampler() -> std::io::Result<()> {
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    if STARTED.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    std::thread::Builder::new()
+        .name("dirty-pages".into())
+        .spawn(|| loop {
+            if let Some(state) = read_dirty_state() {
+                let now = state.offload(OFFLOAD.load(Ordering::Relaxed));
+                OFFLOAD.store(now, Ordering::Relaxed);
+            }
+            std::thread::sleep(SAMPLE_INTERVAL);
+        })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VMSTAT: &str =
+        "nr_free_pages 100\nnr_dirty 2500\nnr_dirty_threshold 9\nnr_writeback 500\n";
+    const MEMINFO: &str =
+        "MemTotal: 100 kB\nMemFree:  60000 kB\nActive(file): 30000 kB\nInactive(file): 10000 kB\n";
+
+    #[test]
+    fn parses_pages_and_the_ratio_threshold() {
+        let s = parse_dirty_state(VMSTAT, MEMINFO, 10, 0).unwrap();
+        assert_eq!(s.dirty_bytes, 3000 * 4096);
+        assert_eq!(s.background_bytes, 100_000 * 1024 / 10);
+        let s = parse_dirty_state(VMSTAT, MEMINFO, 10, 5_000_000).unwrap();
+        assert_eq!(s.background_bytes, 5_000_000);
+        assert!(parse_dirty_state("nr_dirty 1\n", MEMINFO, 10, 0).is_none());
+    }
+
+    #[test]
+    fn offloads_from_half_the_threshold_and_stops_under_a_quarter() {
+        let at = |dirty_bytes| DirtyState {
+            dirty_bytes,
+            background_bytes: 1000,
+        };
+        assert!(!at(499).offload(false));
+        assert!(at(500).offload(false));
+        assert!(
+            at(300).offload(true),
+            "between a quarter and a half it stays"
+        );
+        assert!(!at(300).offload(false));
+        assert!(!at(249).offload(true));
+        assert!(at(250).offload(true));
+    }
+}
