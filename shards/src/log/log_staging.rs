@@ -333,7 +333,12 @@ impl Log {
             return Err(e);
         }
         if let Some(target) = &write.buffered {
-            if let Some(file) = &target.uring {
+            // Kept only while writes go on: an idle partition holds no
+            // second descriptor (a segment retention deletes would keep
+            // its space until then).
+            let more =
+                !self.staging.queue.is_empty() || super::super::dirty_pages::offload_writes();
+            if let (true, Some(file)) = (more, &target.uring) {
                 self.staging.buffered_file = Some(CachedUringFile {
                     segment_base: write.segment_base,
                     file: file.clone(),
