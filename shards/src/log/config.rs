@@ -8,10 +8,11 @@ pub enum IoMode {
     /// Positional writes through the page cache, on the shard's thread.
     #[default]
     Buffered,
-    /// Writes through the page cache made by io_uring off the shard's
-    /// thread (staged as direct mode's, see [`crate::log::direct_write`]):
-    /// the kernel's dirty-page throttling then holds the write, not the
-    /// shard.
+    /// As `Buffered` until the system's dirty pages near the kernel's
+    /// writeback thresholds ([`crate::log::dirty_pages`]); from there
+    /// appends are staged as direct mode's ([`crate::log::direct_write`])
+    /// and written by io_uring off the shard's thread, so the kernel's
+    /// dirty-page throttling holds the write, not the shard.
     BufferedOffload,
     /// O_DIRECT writes from an aligned write-behind buffer; reads stay
     /// buffered. See [`crate::log::segment::direct_io`].

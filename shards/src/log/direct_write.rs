@@ -72,16 +72,9 @@ pub struct StagedWrite {
     /// The new bytes as stored, copied out of the DMA buffer for the
     /// log's tail cache once the write has run.
     pub(crate) written: Option<Bytes>,
-    /// Set for a buffered write (`IoMode::BufferedOffload`): no head, tail
-    /// or padding then.
-    pub(crate) buffered: Option<BufferedTarget>,
-}
-
-/// Where a buffered write goes: the segment's descriptor, and its io_uring
-/// duplicate once made (kept by the log between writes of one segment).
-pub struct BufferedTarget {
-    pub(crate) file: Arc<File>,
-    pub(crate) uring: Option<Rc<BufferedFile>>,
+    /// Set for a buffered write (`IoMode::BufferedOffload`): the segment's
+    /// descriptor; no head, tail or padding then.
+    pub(crate) buffered: Option<Arc<File>>,
 }
 
 impl StagedWrite {
@@ -168,29 +161,22 @@ impl StagedWrite {
             a.records.extend_into(&mut buf);
         }
         assert_eq!(buf.len(), len);
-        let target = self.buffered.as_mut().expect("a buffered write");
+        let target = self.buffered.as_ref().expect("a buffered write");
         if !super::dirty_pages::offload_writes() {
             use std::os::unix::fs::FileExt;
             return target
-                .file
                 .write_all_at(&buf, self.file_pos)
                 .map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())));
         }
-        let file = match &target.uring {
-            Some(f) => f.clone(),
-            None => {
-                // SAFETY: dup of a descriptor the Arc keeps open; the new
-                // descriptor is owned (and closed) by the BufferedFile.
-                let fd = unsafe { libc::dup(target.file.as_raw_fd()) };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: `fd` is open and owned by nothing else.
-                let f = Rc::new(unsafe { BufferedFile::from_raw_fd(fd) });
-                target.uring = Some(f.clone());
-                f
-            }
-        };
+        // A duplicate descriptor per write (two syscalls beside a write of
+        // up to a megabyte), closed when the write is done.
+        // SAFETY: dup of a descriptor the Arc keeps open.
+        let fd = unsafe { libc::dup(target.as_raw_fd()) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is open and owned by nothing else.
+        let file = unsafe { BufferedFile::from_raw_fd(fd) };
         let written = file.write_at(buf, self.file_pos).await;
         self.check_written(written, len)
     }

@@ -131,14 +131,6 @@ struct Staging {
     tail: super::tail_cache::TailCache,
     /// Aborted transactions whose marker is staged: indexed when it lands.
     pending_aborts: Vec<super::transaction_index::AbortedTxn>,
-    /// Buffered offload: the active segment's io_uring descriptor.
-    buffered_file: Option<CachedUringFile>,
-}
-
-/// A segment's descriptor for io_uring writes (a duplicate of its own).
-struct CachedUringFile {
-    segment_base: i64,
-    file: std::rc::Rc<glommio::io::BufferedFile>,
 }
 
 static NEXT_LOG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -155,7 +147,6 @@ impl Staging {
             failed: None,
             tail: Default::default(),
             pending_aborts: Vec::new(),
-            buffered_file: None,
         }
     }
 

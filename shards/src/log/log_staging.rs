@@ -5,15 +5,13 @@
 use std::io;
 
 use super::super::config::IoMode;
-use super::super::direct_write::{
-    tail_block, BufferedTarget, StagedAppend, StagedWrite, MAX_DIRECT_WRITE_BYTES,
-};
+use super::super::direct_write::{tail_block, StagedAppend, StagedWrite, MAX_DIRECT_WRITE_BYTES};
 use super::super::patched::PatchedRecords;
 use super::super::segment::NewSegmentFiles;
 use super::super::FileSlice;
 use super::super::LogAppendInfo;
 use super::super::LogConfig;
-use super::{check_append_shape, invalid_input, CachedUringFile, Log, ReadInfo};
+use super::{check_append_shape, invalid_input, Log, ReadInfo};
 
 /// What the writer of a log's staged appends does next (`begin_write`).
 pub enum WriteStep {
@@ -277,14 +275,9 @@ impl Log {
     }
 
     /// Buffered offload: the appends go at the segment's end as they are,
-    /// through the segment's descriptor (its io_uring twin kept between
-    /// writes of one segment).
+    /// through the segment's descriptor.
     fn plan_buffered_write(&mut self, appends: Vec<StagedAppend>) -> StagedWrite {
-        let cached = self.staging.buffered_file.take();
         let seg = self.active();
-        let uring = cached
-            .filter(|c| c.segment_base == seg.base_offset)
-            .map(|c| c.file);
         let write = StagedWrite {
             log_id: self.staging.log_id,
             segment_base: seg.base_offset,
@@ -295,10 +288,7 @@ impl Log {
             appends,
             tail: Vec::new(),
             written: None,
-            buffered: Some(BufferedTarget {
-                file: seg.log.shared(),
-                uring,
-            }),
+            buffered: Some(seg.log.shared()),
         };
         assert_eq!(
             write.appends[0].info.first_offset, self.log_end_offset,
@@ -332,18 +322,7 @@ impl Log {
             self.staging.failed = Some(e.to_string());
             return Err(e);
         }
-        if let Some(target) = &write.buffered {
-            // Kept only while writes go on: an idle partition holds no
-            // second descriptor (a segment retention deletes would keep
-            // its space until then).
-            let more =
-                !self.staging.queue.is_empty() || super::super::dirty_pages::offload_writes();
-            if let (true, Some(file)) = (more, &target.uring) {
-                self.staging.buffered_file = Some(CachedUringFile {
-                    segment_base: write.segment_base,
-                    file: file.clone(),
-                });
-            }
+        if write.buffered.is_some() {
             return self.land_write(&write);
         }
         let w = seg.direct.as_mut().expect("a direct segment");
