@@ -37,6 +37,10 @@ CLUSTER_OVERRIDES = {
 }
 DELIVERY_TIMEOUT_MS = 60000
 NOT_ACKED = -1
+# librdkafka acknowledged the record without an offset: a later batch of
+# its partition succeeded while this one's outcome was unknown (its
+# IMPLICITACK), so the record is in the log at an offset nobody was told.
+IMPLICIT_ACK = -2
 
 
 class DurabilityError(AssertionError):
@@ -47,14 +51,16 @@ class DurabilityError(AssertionError):
 
 
 class AckLog:
-    """What one producer was told: offsets[seq] = acknowledged offset, or
-    NOT_ACKED. A second acknowledgement of one seq is kept in double_acked."""
+    """What one producer was told: offsets[seq] = acknowledged offset,
+    IMPLICIT_ACK, or NOT_ACKED. A second acknowledgement of one seq is kept
+    in double_acked."""
 
     def __init__(self, tag, partitions):
         self.tag = tag
         self.partitions = partitions
         self.offsets = array.array("q")
         self.acked = 0
+        self.implicit = 0
         self.failed = 0
         self.errors = Counter()
         self.double_acked = []  # (seq, first (p, o), second (p, o))
@@ -77,6 +83,7 @@ class AckLog:
                 return
             self.offsets[seq] = offset
             self.acked += 1
+            self.implicit += offset == IMPLICIT_ACK
 
     def fail(self, seq, reason):
         with self.lock:
@@ -194,7 +201,8 @@ class RdkafkaProducer:
     `batch_bytes` caps librdkafka's batch.size; pause()/resume() stop and
     restart sending."""
 
-    def __init__(self, bootstrap, topic, partitions, tag="rdkafka", rate=200, key=None, batch_bytes=None):
+    def __init__(self, bootstrap, topic, partitions, tag="rdkafka", rate=200, key=None, batch_bytes=None,
+                 log_dir=None):
         from confluent_kafka import Producer
 
         self.key = key
@@ -219,9 +227,24 @@ class RdkafkaProducer:
             "topic.metadata.refresh.interval.ms": 5000,
             "error_cb": self._error,
             **({"batch.size": batch_bytes} if batch_bytes else {}),
+            **(self._debug_log(log_dir) if log_dir else {}),
         })
         self.thread = threading.Thread(target=self._run, name=f"{tag}-produce", daemon=True)
         self.thread.start()
+
+    def _debug_log(self, log_dir):
+        """librdkafka's idempotence log (PID and epoch changes, drains,
+        sequence errors) to producer-<tag>-<pid>.log in `log_dir`: kept
+        with the broker logs when a check fails."""
+        import logging
+
+        logger = logging.getLogger(f"rdkafka-{self.tag}-{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        handler = logging.FileHandler(Path(log_dir) / f"producer-{self.tag}-{os.getpid()}.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        return {"debug": "eos,msg", "logger": logger}
 
     def pause(self, timeout_s=60):
         """Stops sending and waits until every record sent is reported."""
@@ -242,7 +265,8 @@ class RdkafkaProducer:
     def _report(self, err, msg):
         seq = int(msg.value().decode().rsplit("-", 1)[1])
         if err is None:
-            self.log.ack(seq, msg.partition(), msg.offset())
+            offset = msg.offset()
+            self.log.ack(seq, msg.partition(), IMPLICIT_ACK if offset is None or offset < 0 else offset)
         else:
             self.log.fail(seq, err.name())
 
@@ -364,6 +388,9 @@ class LogCheck:
         acked = log.acked_offset(seq)
         if acked == NOT_ACKED:
             self.unacked_present += 1
+        elif acked == IMPLICIT_ACK:
+            if seq % log.partitions != partition:
+                self.misplaced.append((tag, seq, (seq % log.partitions, acked), (partition, offset)))
         elif (seq % log.partitions, acked) != (partition, offset):
             self.misplaced.append((tag, seq, (seq % log.partitions, acked), (partition, offset)))
         prev = self.last_seq.get((tag, partition))
@@ -616,7 +643,7 @@ def run_kill_loop(cluster, topic, partitions, kills, rate=200, seed=None, progre
     summary = {"target": cl.TARGET}
     try:
         producers.append(JavaProducer(bootstrap, topic, partitions, "java", rate, log_dir))
-        producers.append(RdkafkaProducer(bootstrap, topic, partitions, "rdkafka", rate))
+        producers.append(RdkafkaProducer(bootstrap, topic, partitions, "rdkafka", rate, log_dir=log_dir))
         wait_acked_more(producers, 50, 90)
         loop = KillLoop(cluster, topic, partitions, kills, seed, progress=progress)
         if stop_event is not None:
@@ -644,7 +671,7 @@ def run_kill_loop(cluster, topic, partitions, kills, rate=200, seed=None, progre
         for p in producers:
             p.kill()
     summary["produced_s"] = round(time.monotonic() - t0, 1)
-    summary["producers"] = {p.tag: {"acked": p.log.acked, "failed": p.log.failed,
+    summary["producers"] = {p.tag: {"acked": p.log.acked, "implicit": p.log.implicit, "failed": p.log.failed,
                                     "errors": dict(p.log.errors.most_common(8)), "fatal": p.log.fatal}
                             for p in producers}
     t_check = time.monotonic()
