@@ -32,6 +32,11 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
+    /// The receiver was dropped: nobody waits for a value.
+    pub fn is_canceled(&self) -> bool {
+        Rc::strong_count(&self.slot) == 1
+    }
+
     pub fn send(self, value: T) {
         let waker = {
             let mut slot = self.slot.borrow_mut();

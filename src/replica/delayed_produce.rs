@@ -7,6 +7,7 @@
 use kshard_shards::oneshot;
 use kshard_shards::timer::purgatory::DelayedOperation;
 
+use super::parts::{AppendOrigin, ProducePart};
 use super::{Partitions, ProducePartResult};
 use crate::protocol::errors;
 
@@ -90,4 +91,43 @@ impl DelayedOperation<Partitions> for DelayedProduce {
         }
         self.finish();
     }
+}
+
+/// Appends one part; returns its result and, if the part must wait, what for.
+pub(super) fn append_one(
+    partitions: &mut Partitions,
+    part: &ProducePart,
+    acks: i16,
+    now_ms: u64,
+    index: usize,
+) -> (ProducePartResult, Option<ProduceWait>) {
+    if acks == -1 {
+        if let Some(code) = partitions.check_enough_replicas(&part.topic, part.partition) {
+            return (ProducePartResult::failed(code), None);
+        }
+    }
+    let result = partitions.append(part, now_ms as i64, AppendOrigin::Client);
+    if result.error_code != errors::NONE {
+        return (result, None);
+    }
+    // acks=all waits for the high watermark; acks=1 for a staged
+    // (direct-mode) append to be written. A duplicate waits for everything
+    // staged before it.
+    let wait = match acks {
+        -1 => partitions
+            .uncommitted_end(&part.topic, part.partition)
+            .map(|offset| (offset, true)),
+        1 => partitions
+            .unwritten_end(&part.topic, part.partition)
+            .map(|offset| (offset, false)),
+        _ => None,
+    };
+    let wait = wait.map(|(required_offset, until_high_watermark)| ProduceWait {
+        topic: part.topic.clone(),
+        partition: part.partition,
+        required_offset,
+        until_high_watermark,
+        index,
+    });
+    (result, wait)
 }

@@ -57,8 +57,10 @@ impl ReplicaManager {
         }
     }
 
-    pub fn unfence_appends(&self, filter: impl Fn(&str, i32) -> bool) {
-        self.partitions_mut().set_appends_fenced(filter, false);
+    /// Lifts the fence; the appends parked behind it go in now.
+    pub fn unfence_appends(self: &Rc<Self>, filter: impl Fn(&str, i32) -> bool) {
+        self.partitions_mut().set_appends_fenced(&filter, false);
+        self.run_parked_appends(filter);
     }
 }
 

@@ -8,6 +8,7 @@ use std::rc::Rc;
 
 use super::partitions::{dropped_write, LeaderEpochSync};
 use super::ReplicaManager;
+use crate::protocol::errors;
 
 impl ReplicaManager {
     /// Awaits the leader-epoch checkpoint writes that opening or leading
@@ -30,10 +31,15 @@ impl ReplicaManager {
                     "writing {count} leader-epoch checkpoints of {topic}: {e}; \
                      their partitions refuse appends"
                 );
+                self.fail_parked_appends(
+                    |t, p| t == topic && ids.contains(&p),
+                    errors::KAFKA_STORAGE_ERROR,
+                );
                 return Err(e);
             }
         }
         self.partitions_mut().leader_epochs_synced(topic, ids, id);
+        self.run_parked_appends(|t, p| t == topic && ids.contains(&p));
         Ok(())
     }
 }

@@ -20,6 +20,7 @@ mod leader_epoch_sync;
 mod log_create;
 mod log_dir_info;
 pub mod log_dirs;
+mod parked_appends;
 pub mod partition;
 pub mod partitions;
 pub mod parts;

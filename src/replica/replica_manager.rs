@@ -21,8 +21,9 @@ use kshard_shards::placement;
 use kshard_shards::timer::purgatory::{DelayedOperation, Purgatory};
 
 use super::delayed_fetch::{DelayedFetch, FetchWaitState};
-use super::delayed_produce::{DelayedProduce, ProduceWait};
+use super::delayed_produce::{append_one, DelayedProduce, ProduceWait};
 use super::fetcher::ReplicaFetcherManager;
+use super::parked_appends::ParkedAppends;
 use super::partitions::{log_dir_op_done, PreparedLogs};
 use super::parts::*;
 use super::role_changes::PARTITIONS_PER_STEP;
@@ -74,6 +75,8 @@ pub struct ReplicaManager {
     fetch_purgatory: RefCell<Purgatory<PartitionKey, DelayedFetch, Partitions>>,
     /// acks=all produces waiting for the high watermark.
     produce_purgatory: RefCell<Purgatory<PartitionKey, DelayedProduce, Partitions>>,
+    /// Produce appends waiting for their partition's fence to lift.
+    pub(super) parked_appends: RefCell<ParkedAppends>,
     /// Wakes the purgatory ticker when an earlier deadline arrives.
     ticker_wake_ms: Cell<Option<u64>>,
     ticker_notify: RefCell<Option<std::task::Waker>>,
@@ -136,6 +139,7 @@ impl ReplicaManager {
             partitions: RefCell::new(partitions),
             fetch_purgatory: RefCell::new(Purgatory::new("fetch", 1, 512, now)),
             produce_purgatory: RefCell::new(Purgatory::new("produce", 1, 512, now)),
+            parked_appends: RefCell::new(ParkedAppends::default()),
             ticker_wake_ms: Cell::new(None),
             ticker_notify: RefCell::new(None),
             alter_isr_in_flight: Cell::new(false),
@@ -165,9 +169,10 @@ impl ReplicaManager {
         );
     }
 
-    /// Kafka's `appendRecords`: appends each part on its partition now, then
-    /// waits as `acks` asks (acks=all: the high watermark; acks=1: a staged
-    /// direct-mode append written) in a DelayedProduce.
+    /// Kafka's `appendRecords`: appends each part on its partition now (a
+    /// part whose partition is fenced waits its turn, see `parked_appends`),
+    /// then waits as `acks` asks (acks=all: the high watermark; acks=1: a
+    /// staged append written) in a DelayedProduce.
     pub fn append_records(
         self: &Rc<Self>,
         parts: Vec<ProducePart>,
@@ -180,26 +185,66 @@ impl ReplicaManager {
             self.assert_owned(&part.topic, part.partition);
         }
         let mut waiting = Vec::new();
-        let results: Vec<ProducePartResult> = {
-            let mut partitions = self.partitions_mut();
-            parts
-                .iter()
-                .enumerate()
-                .map(|(index, part)| {
-                    let (result, wait) = append_one(&mut partitions, part, acks, now, index);
-                    waiting.extend(wait.map(Some));
-                    result
-                })
-                .collect()
-        };
+        let mut parked = Vec::new();
+        let mut results = Vec::with_capacity(parts.len());
+        for (index, part) in parts.iter().enumerate() {
+            let (result, wait) = append_one(&mut self.partitions_mut(), part, acks, now, index);
+            if result.error_code == errors::NOT_LEADER_OR_FOLLOWER && self.must_park(part) {
+                parked.push(self.park(part, acks, index));
+                // Replaced by the parked append's outcome.
+                results.push(ProducePartResult::failed(errors::REQUEST_TIMED_OUT));
+                continue;
+            }
+            debug_assert!(
+                result.error_code != errors::NONE
+                    || !self
+                        .parked_appends
+                        .borrow()
+                        .is_waiting(&part.topic, part.partition),
+                "an append overtook parked ones"
+            );
+            waiting.extend(wait.map(Some));
+            results.push(result);
+        }
         for (part, result) in parts.iter().zip(&results) {
             if result.error_code == errors::NONE {
-                // Staged appends need their writer; written ones wake
-                // followers' fetches (and consumers', if the HW moved).
-                self.schedule_direct_write(&part.topic, part.partition);
-                self.on_high_watermark_advanced(&part.topic, part.partition);
+                self.after_append(&part.topic, part.partition);
             }
         }
+        if parked.is_empty() {
+            return self.wait_for_acks(waiting, results, deadline_ms);
+        }
+        let rm = self.clone();
+        Box::pin(async move {
+            for p in parked {
+                let index = p.index;
+                let (result, wait) = rm.parked_outcome(p, deadline_ms).await;
+                if result.error_code == errors::NONE {
+                    let part = &parts[index];
+                    rm.after_append(&part.topic, part.partition);
+                }
+                waiting.extend(wait.map(Some));
+                results[index] = result;
+            }
+            rm.wait_for_acks(waiting, results, deadline_ms).await
+        })
+    }
+
+    /// Staged appends need their writer; written ones wake followers'
+    /// fetches (and consumers', if the high watermark moved).
+    fn after_append(self: &Rc<Self>, topic: &str, partition: i32) {
+        self.schedule_direct_write(topic, partition);
+        self.on_high_watermark_advanced(topic, partition);
+    }
+
+    /// The DelayedProduce of appended parts: resolves with `results` once
+    /// every wait is satisfied, failed or past `deadline_ms`.
+    fn wait_for_acks(
+        &self,
+        waiting: Vec<Option<ProduceWait>>,
+        results: Vec<ProducePartResult>,
+        deadline_ms: u64,
+    ) -> LocalBoxFuture<Vec<ProducePartResult>> {
         if waiting.is_empty() {
             return Box::pin(async move { results });
         }
@@ -691,6 +736,8 @@ impl ReplicaManager {
         self.shutting_down.set(true);
         self.partitions_mut().set_closing();
         self.replica_fetchers.borrow_mut().shutdown();
+        // The fences of a closing broker do not lift.
+        self.fail_parked_appends(|_, _| true, errors::NOT_LEADER_OR_FOLLOWER);
     }
 
     /// Answers every parked fetch now (they read what there is).
@@ -700,45 +747,6 @@ impl ReplicaManager {
             .borrow_mut()
             .advance_clock(&self.partitions.borrow(), u64::MAX / 2);
     }
-}
-
-/// Appends one part; returns its result and, if the part must wait, what for.
-fn append_one(
-    partitions: &mut Partitions,
-    part: &ProducePart,
-    acks: i16,
-    now_ms: u64,
-    index: usize,
-) -> (ProducePartResult, Option<ProduceWait>) {
-    if acks == -1 {
-        if let Some(code) = partitions.check_enough_replicas(&part.topic, part.partition) {
-            return (ProducePartResult::failed(code), None);
-        }
-    }
-    let result = partitions.append(part, now_ms as i64, AppendOrigin::Client);
-    if result.error_code != errors::NONE {
-        return (result, None);
-    }
-    // acks=all waits for the high watermark; acks=1 for a staged
-    // (direct-mode) append to be written. A duplicate waits for everything
-    // staged before it.
-    let wait = match acks {
-        -1 => partitions
-            .uncommitted_end(&part.topic, part.partition)
-            .map(|offset| (offset, true)),
-        1 => partitions
-            .unwritten_end(&part.topic, part.partition)
-            .map(|offset| (offset, false)),
-        _ => None,
-    };
-    let wait = wait.map(|(required_offset, until_high_watermark)| ProduceWait {
-        topic: part.topic.clone(),
-        partition: part.partition,
-        required_offset,
-        until_high_watermark,
-        index,
-    });
-    (result, wait)
 }
 
 /// Resolves when `wake_ticker_by` is called with an earlier deadline.

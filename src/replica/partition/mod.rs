@@ -386,11 +386,12 @@ impl Partition {
                     })
                 }
                 Err(e) => {
+                    log::debug!("{}-{}: {e}", self.topic, self.partition);
                     return Err(AppendError {
                         error_code: ErrorCode::from_wire(e.error_code()),
                         message: e.to_string(),
                         record_errors: Vec::new(),
-                    })
+                    });
                 }
             }
             first = false;

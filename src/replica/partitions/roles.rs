@@ -124,6 +124,14 @@ impl Partitions {
         p.log.has_staged_writes().then(|| p.log.next_offset())
     }
 
+    /// Whether a produce to the partition must wait for a fence: led here,
+    /// with a role change draining its staged appends or its new leader
+    /// epoch's checkpoint not yet durable.
+    pub fn appends_fenced(&self, topic: &str, partition: i32) -> bool {
+        self.partition(topic, partition)
+            .is_some_and(|p| p.is_leader && !p.accepts_appends())
+    }
+
     /// Fences (or unfences) produce appends to the partitions `filter`
     /// selects, so their staged appends can drain before a role change.
     pub fn set_appends_fenced(&mut self, filter: impl Fn(&str, i32) -> bool, fenced: bool) {
