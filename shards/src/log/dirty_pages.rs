@@ -21,7 +21,18 @@ static OFFLOAD: AtomicBool = AtomicBool::new(true);
 
 /// Buffered appends should be staged for io_uring's workers now.
 pub fn offload_writes() -> bool {
+    #[cfg(test)]
+    if let Some(forced) = tests::FORCED.with(|f| f.get()) {
+        return forced;
+    }
     OFFLOAD.load(Ordering::Relaxed)
+}
+
+/// Test builds: `offload_writes` answers `forced` on this thread, whatever
+/// the process-wide flag says (tests run side by side in one process).
+#[cfg(test)]
+pub(crate) fn force_offload_writes(forced: Option<bool>) {
+    tests::FORCED.with(|f| f.set(forced));
 }
 
 /// The kernel's view of dirty page-cache memory, in bytes.
@@ -113,6 +124,10 @@ pub fn start_sampler() -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        pub(super) static FORCED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    }
 
     const VMSTAT: &str =
         "nr_free_pages 100\nnr_dirty 2500\nnr_dirty_threshold 9\nnr_writeback 500\n";

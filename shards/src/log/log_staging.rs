@@ -58,16 +58,29 @@ impl Log {
     /// the active segment writable with O_DIRECT, or buffered offload near
     /// the kernel's writeback thresholds or with appends still staged).
     pub fn stages_appends(&self) -> bool {
-        let staged = match self.config.io_mode {
-            IoMode::Direct => self.active().is_direct(),
-            // Staged only near the kernel's writeback thresholds, or while
-            // anything is staged (a synchronous append needs none pending).
-            IoMode::BufferedOffload => {
-                !self.staging.is_idle() || super::super::dirty_pages::offload_writes()
+        self.can_stage()
+            && match self.config.io_mode {
+                // Staged only near the kernel's writeback thresholds, or
+                // while anything is staged (a synchronous append needs none
+                // pending).
+                IoMode::BufferedOffload => {
+                    !self.staging.is_idle() || super::super::dirty_pages::offload_writes()
+                }
+                IoMode::Direct | IoMode::Buffered => true,
             }
+    }
+
+    /// Whether this log can take staged appends at all: its mode writes
+    /// them asynchronously and no write failed. Unlike `stages_appends`, it
+    /// does not read the writeback flag, which another thread may flip
+    /// between the caller's choice and its `stage`.
+    fn can_stage(&self) -> bool {
+        let asynchronous = match self.config.io_mode {
+            IoMode::Direct => self.active().is_direct(),
+            IoMode::BufferedOffload => true,
             IoMode::Buffered => false,
         };
-        staged && self.staging.failed.is_none()
+        asynchronous && self.staging.failed.is_none()
     }
 
     /// Staged or in-flight appends exist.
@@ -109,9 +122,10 @@ impl Log {
         )))
     }
 
-    /// Queues validated batches whose offsets start at `next_offset()`.
+    /// Queues validated batches whose offsets start at `next_offset()`;
+    /// the caller chose to with `stages_appends`.
     pub fn stage(&mut self, records: PatchedRecords, info: LogAppendInfo) -> io::Result<()> {
-        if !self.stages_appends() {
+        if !self.can_stage() {
             return Err(invalid_input(format!(
                 "{}: staged append on a log that writes synchronously",
                 self.dir.display()

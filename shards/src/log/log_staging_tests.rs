@@ -401,3 +401,30 @@ fn a_staged_markers_abort_is_indexed_where_it_lands() {
         assert_eq!(log.collect_aborted_txns(0, 10), [txn]);
     });
 }
+
+#[test]
+fn the_writeback_flag_flipping_after_the_choice_does_not_refuse_the_stage() {
+    glommio::LocalExecutorBuilder::default()
+        .spawn(|| async {
+            MODE.set(IoMode::BufferedOffload);
+            let dir = test_dir();
+            let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
+            crate::log::dirty_pages::force_offload_writes(Some(true));
+            assert!(log.stages_appends());
+            // The dirty-pages thread turns offload off while the produce
+            // validates: the append it chose to stage is still staged.
+            crate::log::dirty_pages::force_offload_writes(Some(false));
+            let stored = stage_batch(&mut log, 2, 100);
+            assert!(
+                log.stages_appends(),
+                "staging continues while anything is staged"
+            );
+            write_staged(&mut log).await;
+            assert!(!log.stages_appends());
+            assert_bytes(&read_all(&log, 0), &stored, "read back");
+            crate::log::dirty_pages::force_offload_writes(None);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
