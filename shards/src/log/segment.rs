@@ -954,6 +954,8 @@ impl LogSegment {
     }
 
     /// Removes the segment's files (open slices keep their descriptor).
+    /// Its descriptors and index maps are closed off the shard: closing
+    /// the last descriptor of an unlinked file frees its page cache.
     pub fn delete_files(self) -> io::Result<()> {
         for path in [
             self.log.path(),
@@ -966,8 +968,22 @@ impl LogSegment {
                 Err(e) => return Err(e),
             }
         }
-        self.txn_index.delete()
+        self.txn_index.delete()?;
+        super::log_deleter::close_unlinked(DeletedFiles {
+            _log: self.log,
+            _offset_index: self.offset_index,
+            _time_index: self.time_index,
+        });
+        Ok(())
     }
+}
+
+/// A deleted segment's open files, held only to be dropped (closed and
+/// unmapped) off the shard.
+pub(super) struct DeletedFiles {
+    _log: DiskFile,
+    _offset_index: OffsetIndex,
+    _time_index: TimeIndex,
 }
 
 /// Missing or failing the sanity check: the index can be rebuilt.
