@@ -164,9 +164,12 @@ impl StagedWrite {
         let target = self.buffered.as_ref().expect("a buffered write");
         if !super::dirty_pages::offload_writes() {
             use std::os::unix::fs::FileExt;
-            return target
+            let started = std::time::Instant::now();
+            let written = target
                 .write_all_at(&buf, self.file_pos)
                 .map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())));
+            super::dirty_pages::note_write_time(started.elapsed());
+            return written;
         }
         // A duplicate descriptor per write (two syscalls beside a write of
         // up to a megabyte), closed when the write is done.

@@ -8,16 +8,57 @@
 //!
 //! A sampler thread reads `/proc` every [`SAMPLE_INTERVAL`] and sets one
 //! process-wide flag; until it runs the flag says "offload".
+//!
+//! The thresholds do not predict every slow write: right after gigabytes
+//! were written (another process's, or retention's deletes) a page-cache
+//! `pwrite` well under them held a shard 10-160 ms, in bursts. So a
+//! synchronous write slower than [`SLOW_WRITE`] turns offload on at once,
+//! and the sampler keeps it on for [`SLOW_WRITE_HOLD`] after the last one.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
 
 /// How often the sampler looks. At 1 GB/s of appends the dirty pages grow
 /// 50 MB between looks, far under the thresholds (gigabytes on a host with
 /// tens of GiB).
 pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
 
+/// A synchronous buffered write slower than this turns offload on (a
+/// megabyte into the page cache takes a few hundred microseconds here).
+pub const SLOW_WRITE: Duration = Duration::from_millis(2);
+
+/// How long offload stays on after the last slow write.
+pub const SLOW_WRITE_HOLD: Duration = Duration::from_secs(5);
+
 static OFFLOAD: AtomicBool = AtomicBool::new(true);
+
+/// When the last slow write ended, in milliseconds after `CLOCK_START`
+/// (0: none yet).
+static SLOW_WRITE_AT_MS: AtomicU64 = AtomicU64::new(0);
+
+static CLOCK_START: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn clock_ms() -> u64 {
+    // At least 1, so 0 stays "never".
+    CLOCK_START.elapsed().as_millis() as u64 + 1
+}
+
+/// A synchronous buffered append took `elapsed`: a slow one turns offload
+/// on for the appends after it.
+pub fn note_write_time(elapsed: Duration) {
+    if elapsed >= SLOW_WRITE {
+        log::debug!("a buffered append took {elapsed:?}: offloading appends");
+        SLOW_WRITE_AT_MS.store(clock_ms(), Ordering::Relaxed);
+        OFFLOAD.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A slow write ended within the hold.
+fn slow_write_recent(now_ms: u64) -> bool {
+    let at = SLOW_WRITE_AT_MS.load(Ordering::Relaxed);
+    at != 0 && now_ms.saturating_sub(at) < SLOW_WRITE_HOLD.as_millis() as u64
+}
 
 /// Buffered appends should be staged for io_uring's workers now.
 pub fn offload_writes() -> bool {
@@ -111,12 +152,18 @@ pub fn start_sampler() -> std::io::Result<()> {
     }
     std::thread::Builder::new()
         .name("dirty-pages".into())
-        .spawn(|| loop {
-            if let Some(state) = read_dirty_state() {
-                let now = state.offload(OFFLOAD.load(Ordering::Relaxed));
-                OFFLOAD.store(now, Ordering::Relaxed);
+        .spawn(|| {
+            // The thresholds' own choice, with its hysteresis; a slow
+            // write's hold is added on top.
+            let mut near_thresholds = true;
+            loop {
+                if let Some(state) = read_dirty_state() {
+                    near_thresholds = state.offload(near_thresholds);
+                    let offload = near_thresholds || slow_write_recent(clock_ms());
+                    OFFLOAD.store(offload, Ordering::Relaxed);
+                }
+                std::thread::sleep(SAMPLE_INTERVAL);
             }
-            std::thread::sleep(SAMPLE_INTERVAL);
         })?;
     Ok(())
 }
@@ -142,6 +189,18 @@ mod tests {
         let s = parse_dirty_state(VMSTAT, MEMINFO, 10, 5_000_000).unwrap();
         assert_eq!(s.background_bytes, 5_000_000);
         assert!(parse_dirty_state("nr_dirty 1\n", MEMINFO, 10, 0).is_none());
+    }
+
+    #[test]
+    fn a_slow_write_holds_offload_on_for_the_hold() {
+        note_write_time(SLOW_WRITE);
+        assert!(OFFLOAD.load(Ordering::Relaxed));
+        let at = SLOW_WRITE_AT_MS.load(Ordering::Relaxed);
+        assert!(at > 0);
+        let hold_ms = SLOW_WRITE_HOLD.as_millis() as u64;
+        assert!(slow_write_recent(at));
+        assert!(slow_write_recent(at + hold_ms - 1));
+        assert!(!slow_write_recent(at + hold_ms));
     }
 
     #[test]

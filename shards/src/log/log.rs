@@ -397,7 +397,15 @@ impl Log {
         } else {
             None
         };
-        self.active_mut().append(records, info)?;
+        if self.config.io_mode == IoMode::BufferedOffload {
+            // Its time tells the offload choice the kernel's write path is
+            // slow now (dirty_pages).
+            let started = std::time::Instant::now();
+            self.active_mut().append(records, info)?;
+            super::dirty_pages::note_write_time(started.elapsed());
+        } else {
+            self.active_mut().append(records, info)?;
+        }
         self.log_end_offset = info.last_offset + 1;
         let unflushed = (self.log_end_offset - self.recovery_point) as u64;
         if unflushed >= self.config.flush_interval_messages {
