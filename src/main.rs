@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use kshard::config::{parse_args, BrokerConfig};
 
 fn main() -> ExitCode {
-    // While the process has one thread the kernel registers it without
-    // waiting for an RCU grace period.
+    // While the process has one thread the kernel registers it, and grows
+    // its descriptor table, without waiting for an RCU grace period.
     kshard_shards::shard::register_membarrier();
+    kshard_shards::shard::reserve_descriptor_table();
     kshard::util::alloc_guard::tune_system_allocator();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .format_timestamp_millis()

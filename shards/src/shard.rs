@@ -1,6 +1,7 @@
 //! Shard executors: one glommio `LocalExecutor` per shard, pinned to a core.
 
 use std::io;
+use std::os::unix::io::AsRawFd;
 use std::sync::Arc;
 
 use glommio::{LocalExecutorBuilder, Placement};
@@ -63,6 +64,47 @@ pub fn register_membarrier() {
     }
 }
 
+/// Descriptor slots reserved at start (fewer when `RLIMIT_NOFILE` allows
+/// fewer): 512 KiB of kernel memory at most.
+pub const DESCRIPTOR_TABLE_SLOTS_MAX: u64 = 64 * 1024;
+
+/// Grows the process's descriptor table once, at start, to what the
+/// descriptor limit allows (up to [`DESCRIPTOR_TABLE_SLOTS_MAX`]). The
+/// kernel grows it by doubling when a new descriptor does not fit, and in
+/// a multi-threaded process each growth waits for an RCU grace period
+/// while every thread opening a descriptor waits too: two shards were held
+/// 80 and 14 ms in `dup` by one growth under produce load. The table never
+/// shrinks, so one growth here, while the process has a single thread,
+/// spares the shards all of them. Best effort: failing costs only that.
+pub fn reserve_descriptor_table() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let slots = limit.rlim_cur.min(DESCRIPTOR_TABLE_SLOTS_MAX);
+    if slots < 2 {
+        return;
+    }
+    let Ok(null) = std::fs::File::open("/dev/null") else {
+        return;
+    };
+    // The lowest free descriptor at or above the table's last slot: the
+    // kernel grows the table to hold it.
+    let last_slot = (slots - 1) as libc::c_int;
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor `null` keeps open; the copy is
+    // closed at once and owned by nothing else.
+    unsafe {
+        let copy = libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, last_slot);
+        if copy >= 0 {
+            libc::close(copy);
+        }
+    }
+}
+
 /// Starts `nr_shards` executors, shard i pinned to the i-th available core
 /// (wrapping when there are more shards than cores), each running `body(i)`
 /// with an I/O arena of `io_memory_bytes` and, with `stall` set, a stall
@@ -114,4 +156,38 @@ where
             .map_err(|e| io::Error::other(format!("shard {i} failed: {e}")))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn descriptor_table_slots() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("FDSize:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("FDSize")
+    }
+
+    #[test]
+    fn the_descriptor_table_is_grown_to_the_limit() {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct we pass.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        reserve_descriptor_table();
+        let want = limit.rlim_cur.min(DESCRIPTOR_TABLE_SLOTS_MAX);
+        assert!(
+            descriptor_table_slots() >= want,
+            "{} slots, limit {want}",
+            descriptor_table_slots()
+        );
+    }
 }
