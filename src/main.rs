@@ -10,9 +10,14 @@ fn main() -> ExitCode {
     kshard_shards::shard::register_membarrier();
     kshard_shards::shard::reserve_descriptor_table();
     kshard::util::alloc_guard::tune_system_allocator();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_timestamp_millis()
-        .init();
+    kshard::util::async_logger::init();
+    let code = run();
+    // The logger's queued lines are written before the process exits.
+    log::logger().flush();
+    code
+}
+
+fn run() -> ExitCode {
     let (config_path, overrides) = match parse_args(std::env::args().skip(1)) {
         Ok(x) => x,
         Err(msg) if msg == kshard::config::USAGE => {

@@ -2,6 +2,7 @@
 //! Java string hash Kafka's placement rules rely on, the guarded allocator).
 
 pub mod alloc_guard;
+pub mod async_logger;
 pub mod clock;
 pub mod java_hash;
 

@@ -124,6 +124,7 @@ pub struct EmbeddedStore {
 /// write failure.
 pub fn halt_on_sync_failure(e: &io::Error) -> ! {
     log::error!("metadata store: fdatasync failed: {e}; halting");
+    log::logger().flush();
     std::process::exit(1)
 }
 
