@@ -24,9 +24,13 @@ use std::time::{Duration, Instant};
 /// tens of GiB).
 pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
 
-/// A synchronous buffered write slower than this turns offload on (a
-/// megabyte into the page cache takes a few hundred microseconds here).
-pub const SLOW_WRITE: Duration = Duration::from_millis(2);
+/// A synchronous buffered write slower than this turns offload on: half
+/// the stall detector's default threshold. A megabyte into the page cache
+/// takes a few hundred microseconds here, up to 3 ms when the VM backs
+/// fresh pages slowly; offload's io_uring workers copy no faster (they
+/// cost a fifth more CPU in that state), so slow copies alone do not
+/// trigger it, only writes that block.
+pub const SLOW_WRITE: Duration = Duration::from_millis(5);
 
 /// How long offload stays on after the last slow write.
 pub const SLOW_WRITE_HOLD: Duration = Duration::from_secs(5);
