@@ -88,7 +88,7 @@ fn staged_appends_are_invisible_until_written_then_exact() {
     run(|| async {
         let dir = test_dir();
         let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
-        assert!(log.stages_appends());
+        assert!(log.stages_appends(0));
         let mut expected = Vec::new();
         for (count, value) in [(1, 10), (3, 5000), (2, 1)] {
             expected.extend(stage_batch(&mut log, count, value));
@@ -283,7 +283,7 @@ fn a_failed_write_stops_the_log_cleanly() {
         let err = log.complete_write(w, Err(io::Error::other("device gone")));
         assert!(err.is_err());
         assert!(log.write_failure().unwrap().contains("device gone"));
-        assert!(!log.stages_appends());
+        assert!(!log.stages_appends(0));
         assert!(!log.has_staged_writes(), "staged appends were dropped");
         assert_eq!(log.next_offset(), log.log_end_offset());
         assert!(log.begin_write_now(NOW).unwrap().is_none());
@@ -410,18 +410,47 @@ fn the_writeback_flag_flipping_after_the_choice_does_not_refuse_the_stage() {
             let dir = test_dir();
             let (mut log, _) = open(dir.path(), staged_config(1 << 30), 0);
             crate::log::dirty_pages::force_offload_writes(Some(true));
-            assert!(log.stages_appends());
+            assert!(log.stages_appends(0));
             // The dirty-pages thread turns offload off while the produce
             // validates: the append it chose to stage is still staged.
             crate::log::dirty_pages::force_offload_writes(Some(false));
             let stored = stage_batch(&mut log, 2, 100);
             assert!(
-                log.stages_appends(),
+                log.stages_appends(0),
                 "staging continues while anything is staged"
             );
             write_staged(&mut log).await;
-            assert!(!log.stages_appends());
+            assert!(!log.stages_appends(0));
             assert_bytes(&read_all(&log, 0), &stored, "read back");
+            crate::log::dirty_pages::force_offload_writes(None);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn buffered_offload_stages_an_append_that_may_roll_the_segment() {
+    glommio::LocalExecutorBuilder::default()
+        .spawn(|| async {
+            MODE.set(IoMode::BufferedOffload);
+            let dir = test_dir();
+            let (mut log, _) = open(dir.path(), staged_config(8192), 0);
+            crate::log::dirty_pages::force_offload_writes(Some(true));
+            let stored = stage_batch(&mut log, 2, 1000);
+            write_staged(&mut log).await;
+            crate::log::dirty_pages::force_offload_writes(Some(false));
+            let room = 8192 - stored.len();
+            assert!(!log.stages_appends(room), "fits: synchronous");
+            assert!(
+                log.stages_appends(room + 1),
+                "would roll: staged, so the new segment is made off the shard"
+            );
+            stage_batch(&mut log, 8, 1000);
+            assert!(
+                matches!(log.begin_write(NOW), Ok(WriteStep::PrepareSegment(_))),
+                "a roll of a staged append prepares its segment off the shard"
+            );
             crate::log::dirty_pages::force_offload_writes(None);
         })
         .unwrap()

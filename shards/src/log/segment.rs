@@ -487,6 +487,16 @@ impl LogSegment {
             || !self.offset_index.can_append_offset(max_offset_in_messages)
     }
 
+    /// Whether appending `messages_size_bytes` may roll this segment by
+    /// its size or a full index (`should_roll`'s rules that need no batch;
+    /// a roll by time is not foreseen).
+    pub fn may_roll_for(&self, config: &LogConfig, messages_size_bytes: u64) -> bool {
+        (self.size_bytes > 0
+            && self.size_bytes + messages_size_bytes > config.effective_segment_bytes())
+            || self.offset_index.is_full()
+            || self.time_index.is_full()
+    }
+
     fn time_waited_for_roll(&self, now_ms: i64, message_timestamp: i64) -> i64 {
         match self.rolling_based_timestamp {
             Some(ts) if ts >= 0 => message_timestamp.saturating_sub(ts),

@@ -441,9 +441,8 @@ impl Partition {
         mut on_stored: impl FnMut(&mut ProducerStateManager, &BatchHeader),
     ) -> Result<LogAppendInfo, AppendError> {
         let next_offset = self.log.next_offset();
-        let topic_partition = format!("{}-{}", self.topic, self.partition);
         let validation_error = |e: ValidationError| {
-            let e = e.with_topic_partition(&topic_partition);
+            let e = e.with_topic_partition(&format!("{}-{}", self.topic, self.partition));
             AppendError {
                 error_code: ErrorCode::from_wire(e.error_code()),
                 message: e.wire_message().unwrap_or_else(|| e.to_string()),
@@ -455,7 +454,7 @@ impl Partition {
         // must never find a staged one ahead of it.
         let coordinator_log = self.topic == kshard_shards::placement::OFFSETS_TOPIC
             || self.topic == kshard_shards::placement::TRANSACTION_STATE_TOPIC;
-        let info = if allow_staging && !coordinator_log && self.log.stages_appends() {
+        let info = if allow_staging && !coordinator_log && self.log.stages_appends(records.len()) {
             // Direct mode: the request's bytes are staged as they are, with
             // the headers offset assignment rewrote beside them.
             let mut headers = Vec::with_capacity(1);
