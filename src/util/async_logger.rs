@@ -66,7 +66,7 @@ pub fn init() {
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if std::thread::current().name() != Some("log-writer") {
-            QUEUE.flush_within(PANIC_FLUSH_WAIT);
+            QUEUE.flush_until(Some(Instant::now() + PANIC_FLUSH_WAIT));
         }
         default_hook(info);
     }));
@@ -101,7 +101,7 @@ impl Log for AsyncLogger {
 
     /// Waits until every line queued so far is written.
     fn flush(&self) {
-        QUEUE.flush();
+        QUEUE.flush_until(None);
     }
 }
 
@@ -120,44 +120,48 @@ impl Queue {
         }
     }
 
-    fn flush(&self) {
+    /// Waits until every line queued so far is written, or until
+    /// `deadline` (or the lock is poisoned).
+    fn flush_until(&self, deadline: Option<Instant>) {
         let goal = self.queued_lines.load(Ordering::Acquire);
-        let mut written = self.written_lines.lock().expect("written lines");
-        while *written < goal {
-            written = self.written.wait(written).expect("written lines");
-        }
-    }
-
-    /// `flush`, giving up after `wait` (or if the lock is poisoned).
-    fn flush_within(&self, wait: Duration) {
-        let goal = self.queued_lines.load(Ordering::Acquire);
-        let deadline = Instant::now() + wait;
         let Ok(mut written) = self.written_lines.lock() else {
             return;
         };
         while *written < goal {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            written = match self.written.wait_timeout(written, left) {
-                Ok((w, _)) => w,
-                Err(_) => return,
+            let waited = match deadline {
+                None => self.written.wait(written).ok(),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    self.written
+                        .wait_timeout(written, left)
+                        .ok()
+                        .map(|(w, _)| w)
+                }
             };
+            let Some(w) = waited else {
+                return;
+            };
+            written = w;
         }
     }
 }
 
+/// What the writer gathers into one write to stderr.
+const WRITE_BYTES: usize = 64 * 1024;
+
 /// The writer thread: drains the queue into stderr, a batch per write.
 fn write_lines(queue: &'static Queue) {
-    let mut batch = Vec::with_capacity(64 * 1024);
+    let mut batch = Vec::with_capacity(WRITE_BYTES);
     loop {
         let mut lines = 0u64;
         while let Some(line) = queue.lines.pop() {
             batch.extend_from_slice(line.as_bytes());
             queue.queued_bytes.fetch_sub(line.len(), Ordering::AcqRel);
             lines += 1;
-            if batch.len() >= 64 * 1024 {
+            if batch.len() >= WRITE_BYTES {
                 break;
             }
         }
