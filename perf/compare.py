@@ -116,11 +116,32 @@ def rss_kib(pid):
 
 
 def cpu_s(pid):
-    """User + system CPU seconds of a process, all its threads (/proc/PID/stat
-    fields 14 and 15; the name in field 2 may hold spaces)."""
+    """User + system CPU seconds of a process, all its threads."""
+    user_s, sys_s = cpu_split_s(pid)
+    return user_s + sys_s
+
+
+def cpu_split_s(pid):
+    """User and system CPU seconds of a process, all its threads
+    (/proc/PID/stat fields 14 and 15; the name in field 2 may hold spaces)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+# A VM guest with free page reporting (virtio-balloon) hands freed memory
+# back to the host; the next write into such a page (a new page-cache page)
+# waits for the host to back it, several times the cost of the copy itself.
+# The counter says how much a step handed back, to read its CPU figures by.
+PAGE_REPORTING_KIB = Path("/sys/module/page_reporting/parameters/reported_kib")
+
+
+def reported_kib():
+    try:
+        return int(PAGE_REPORTING_KIB.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def make_tls(root):
@@ -156,21 +177,39 @@ def ssl_broker_props():
 class BrokerCpu:
     """The broker process's CPU seconds over a `with` block, per GiB of
     payload moved in it. Client and broker share the machine, so CPU per
-    byte is the figure that carries over to hosts with separate clients."""
+    byte is the figure that carries over to hosts with separate clients.
+    The kernel's share and the memory the guest handed back to its host
+    in the block say where the time went."""
 
     def __init__(self, broker):
         self.pid = broker.proc.pid
 
     def __enter__(self):
-        self.start_s = cpu_s(self.pid)
+        self.start_split_s = cpu_split_s(self.pid)
+        self.start_reported_kib = reported_kib()
         return self
 
     def __exit__(self, *exc):
-        self.seconds = cpu_s(self.pid) - self.start_s
+        user_s, sys_s = cpu_split_s(self.pid)
+        self.user_s = user_s - self.start_split_s[0]
+        self.sys_s = sys_s - self.start_split_s[1]
+        self.seconds = self.user_s + self.sys_s
+        end_kib = reported_kib()
+        self.reported_mib = None
+        if end_kib is not None and self.start_reported_kib is not None:
+            self.reported_mib = (end_kib - self.start_reported_kib) / 1024
         return False
 
     def per_gib(self, payload_bytes):
         return self.seconds / (payload_bytes / 2**30) if payload_bytes > 0 else None
+
+    def figures(self, step, payload_bytes):
+        """`{step}_cpu_s_per_gib` and the figures beside it."""
+        out = {f"{step}_cpu_s_per_gib": self.per_gib(payload_bytes),
+               f"{step}_cpu_sys_share": self.sys_s / self.seconds if self.seconds > 0 else None}
+        if self.reported_mib is not None:
+            out[f"{step}_host_reported_mib"] = self.reported_mib
+        return out
 
 
 class RssSampler:
@@ -635,12 +674,12 @@ def w_produce_1k(bins, cp, b, D, args):
         r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
                         "--record-size", "1024", "--acks", "1", "--duration-s", str(D)], D * 4 + 120)
     out = {"w1_perf_records_per_s": r["records_per_s"], "w1_perf_mb_per_s": r["mb_per_s"],
-           "w1_perf_p99_ms": r["latency_ms"]["p99"], "w1_perf_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
+           "w1_perf_p99_ms": r["latency_ms"]["p99"], **cpu.figures("w1_perf", r["payload_bytes"])}
     n = int(min(max(r["records_per_s"] * D, 10_000), 50_000_000))
     with BrokerCpu(b) as cpu:
         pp = producer_performance(cp, b, topic, n, 1024, "1", D * 10 + 180)
     out.update({"w1_pp_records_per_s": pp["records_per_s"], "w1_pp_mb_per_s": pp["mb_per_s"],
-                "w1_pp_cpu_s_per_gib": cpu.per_gib(pp["records"] * 1024)})
+                **cpu.figures("w1_pp", pp["records"] * 1024)})
     return out
 
 
@@ -650,12 +689,12 @@ def w_produce_100b(bins, cp, b, D, args):
         r = perf(bins, ["produce", "--bootstrap-server", b.bootstrap, "--topic", topic, "--partitions", "8",
                         "--record-size", "100", "--acks", "all", "--duration-s", str(D)], D * 4 + 120)
     out = {"w2_perf_records_per_s": r["records_per_s"], "w2_perf_mb_per_s": r["mb_per_s"],
-           "w2_perf_p99_ms": r["latency_ms"]["p99"], "w2_perf_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
+           "w2_perf_p99_ms": r["latency_ms"]["p99"], **cpu.figures("w2_perf", r["payload_bytes"])}
     n = int(min(max(r["records_per_s"] * D, 10_000), 100_000_000))
     with BrokerCpu(b) as cpu:
         pp = producer_performance(cp, b, topic, n, 100, "all", D * 10 + 180)
     out.update({"w2_pp_records_per_s": pp["records_per_s"], "w2_pp_mb_per_s": pp["mb_per_s"],
-                "w2_pp_cpu_s_per_gib": cpu.per_gib(pp["records"] * 100)})
+                **cpu.figures("w2_pp", pp["records"] * 100)})
     return out
 
 
@@ -672,11 +711,11 @@ def w_consume(bins, cp, b, D, args):
     with BrokerCpu(b) as cpu:
         r = perf(bins, ["consume", "--bootstrap-server", b.bootstrap, "--topic", topic, "--from-start"], 1800)
     out = {"w3_perf_mb_per_s": r["mb_per_s"], "w3_perf_records_per_s": r["records_per_s"],
-           "w3_perf_records": r["records"], "w3_perf_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
+           "w3_perf_records": r["records"], **cpu.figures("w3_perf", r["payload_bytes"])}
     with BrokerCpu(b) as cpu:
         cperf = consumer_performance(cp, b, topic, n, 1800)
     out.update({"w3_cp_mb_per_s": cperf["fetch_mb_per_s"], "w3_cp_records": cperf["records"],
-                "w3_cp_cpu_s_per_gib": cpu.per_gib(cperf["records"] * 1024)})
+                **cpu.figures("w3_cp", cperf["records"] * 1024)})
     out.update({f"w3_cp_{k}": v for k, v in cperf["fetch"].items()})
     return out
 
@@ -691,7 +730,7 @@ def w_e2e(bins, cp, b, D, args):
     lat = r["e2e_latency_ms"]
     out = {"w4_e2e_p50_ms": lat["p50"], "w4_e2e_p99_ms": lat["p99"], "w4_e2e_p999_ms": lat["p999"],
            "w4_e2e_max_ms": lat["max"], "w4_records_per_s": r["records_per_s"],
-           "w4_e2e_cpu_s_per_gib": cpu.per_gib(r["payload_bytes"])}
+           **cpu.figures("w4_e2e", r["payload_bytes"])}
     e = end_to_end_latency(cp, b, "w4e", 2_000 if args.quick else 10_000, 1024, "all", 600)
     out.update({"w4_ete_avg_ms": e["avg_ms"], "w4_ete_p50_ms": e["p50_ms"], "w4_ete_p99_ms": e["p99_ms"],
                 "w4_ete_p999_ms": e["p999_ms"]})
@@ -745,6 +784,12 @@ ROWS = [
     ("w3_perf_cpu_s_per_gib", "7) broker CPU s/GiB: consume from start, kshard-perf", False),
     ("w3_cp_cpu_s_per_gib", "7) broker CPU s/GiB: consume from start, ConsumerPerformance", False),
     ("w4_e2e_cpu_s_per_gib", "7) broker CPU s/GiB: e2e 20k/s 1KiB acks=all, kshard-perf", False),
+    # The kernel's share of that CPU (page-cache copies, sockets), and what
+    # the guest handed back to its host meanwhile (see PAGE_REPORTING_KIB).
+    ("w1_pp_cpu_sys_share", "7) broker kernel share of CPU: produce 1KiB, ProducerPerformance", False),
+    ("w2_pp_cpu_sys_share", "7) broker kernel share of CPU: produce 100B, ProducerPerformance", False),
+    ("w3_cp_cpu_sys_share", "7) broker kernel share of CPU: consume, ConsumerPerformance", False),
+    ("w2_pp_host_reported_mib", "7) memory handed to the host, MiB: produce 100B, ProducerPerformance", False),
     # What the Java consumer saw per Fetch in ConsumerPerformance's step.
     ("w3_cp_fetch_size_avg", "8) ConsumerPerformance Fetch: bytes per response (avg)", True),
     ("w3_cp_records_per_request_avg", "8) ConsumerPerformance Fetch: records per response (avg)", True),
