@@ -22,6 +22,12 @@ if ! command -v gdb >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gdb >/dev/null
 fi
 
+# ss (iproute2): the compat suite reads the broker's socket options with it.
+if ! command -v ss >/dev/null 2>&1; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq iproute2 >/dev/null
+fi
+
 # Go builds franz-go's test binary: the toolchain in /usr/local/go if it is
 # not on PATH, else Debian's.
 if ! command -v go >/dev/null 2>&1; then

@@ -316,6 +316,15 @@ impl Values {
 }
 
 impl BrokerConfig {
+    /// The socket options every listener applies (Kafka's `Acceptor`).
+    pub fn listener_socket_settings(&self) -> crate::util::tcp_socket::ListenerSocketSettings {
+        crate::util::tcp_socket::ListenerSocketSettings {
+            receive_buffer_bytes: self.socket_receive_buffer_bytes,
+            send_buffer_bytes: self.socket_send_buffer_bytes,
+            listen_backlog: self.socket_listen_backlog_size,
+        }
+    }
+
     /// Reads the properties file (if any), applies `overrides` on top and
     /// validates the result.
     pub fn load(

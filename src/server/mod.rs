@@ -13,6 +13,7 @@ pub mod sendfile;
 pub mod shard;
 pub mod transport;
 
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,7 +43,7 @@ use crate::replica::partitions::{log_dir_op_done, PreparedLogs};
 use crate::replica::{CheckpointEntry, LogDirs};
 use crate::router::{ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::security::authorizer::AclAuthorizer;
-use crate::util::now_ms;
+use crate::util::{now_ms, tcp_socket};
 use listener::ListenerSecurity;
 use log_dirs::{prepare_log_dirs, split_by_owner, write_checkpoints};
 use request_memory::RequestMemoryPool;
@@ -440,13 +441,18 @@ fn open_partitions(broker: &Broker, ctx: &KafkaApis) {
 /// `claim_listener_ports`) and serves the connections it accepts.
 fn start_listeners(broker: &Broker, ctx: &Rc<KafkaApis>) -> Vec<Task<()>> {
     let config = &broker.config;
+    let socket_settings = config.listener_socket_settings();
     let listeners: Vec<(TcpListener, Arc<ListenerSecurity>)> = broker
         .listener_security
         .iter()
         .filter_map(|security| {
             let l = &security.endpoint;
-            match TcpListener::bind((l.host.as_str(), l.port)) {
-                Ok(s) => Some((s, security.clone())),
+            match tcp_socket::bind_listener(&l.host, l.port, &socket_settings) {
+                // SAFETY: glommio's listener takes over the bound, listening socket.
+                Ok(s) => Some((
+                    unsafe { TcpListener::from_raw_fd(s.into_raw_fd()) },
+                    security.clone(),
+                )),
                 Err(e) => {
                     broker.fail_startup(format!(
                         "listeners={}: cannot bind: {e}",
@@ -468,6 +474,7 @@ fn start_listeners(broker: &Broker, ctx: &Rc<KafkaApis>) -> Vec<Task<()>> {
         .map(|(l, security)| {
             glommio::spawn_local(accept_loop(
                 l,
+                socket_settings,
                 security,
                 ctx.clone(),
                 request_memory.clone(),
@@ -539,6 +546,7 @@ async fn reload_certificates(broker: Arc<Broker>, ctx: Rc<KafkaApis>) {
 
 async fn accept_loop(
     listener: TcpListener,
+    socket_settings: tcp_socket::ListenerSocketSettings,
     security: Arc<ListenerSecurity>,
     ctx: Rc<KafkaApis>,
     request_memory: Rc<RequestMemoryPool>,
@@ -546,7 +554,11 @@ async fn accept_loop(
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                let _ = stream.set_nodelay(true);
+                if let Err(e) = tcp_socket::configure_accepted(stream.as_raw_fd(), &socket_settings)
+                {
+                    log::warn!("closing an accepted connection: setting its socket options: {e}");
+                    continue;
+                }
                 glommio::spawn_local(connection::serve(
                     ctx.clone(),
                     request_memory.clone(),

@@ -92,6 +92,8 @@ pub struct ReplicaFetcherManager {
     num_fetchers: u32,
     /// `replica.socket.timeout.ms`
     socket_timeout_ms: u64,
+    /// `replica.socket.receive.buffer.bytes` (-1: the OS default)
+    socket_receive_buffer_bytes: i32,
     /// The inter-broker listener's TLS and SASL.
     security: Arc<InterBrokerSecurity>,
     fetchers: HashMap<FetcherKey, Fetcher>,
@@ -133,6 +135,11 @@ impl ReplicaFetcherManager {
             settings,
             num_fetchers: config.num_replica_fetchers.max(1) as u32,
             socket_timeout_ms,
+            socket_receive_buffer_bytes: raw_i64(
+                config,
+                "replica.socket.receive.buffer.bytes",
+                65_536,
+            ) as i32,
             security,
             fetchers: HashMap::new(),
             next_generation: 1,
@@ -168,6 +175,7 @@ impl ReplicaFetcherManager {
                     self.settings.replica_id, key.1, self.shard_id
                 ),
                 socket_timeout_ms: self.socket_timeout_ms,
+                socket_receive_buffer_bytes: self.socket_receive_buffer_bytes,
                 security: self.security.clone(),
                 quota: self.quota.clone(),
             };

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use crate::replica::{ReplicaManager, ReplicaQuota};
 use crate::security::inter_broker::{
     connect_failure_level, exchange_frame, ClientStream, InterBrokerSecurity,
 };
-use crate::util::now_ms;
+use crate::util::{now_ms, tcp_socket};
 
 pub(crate) const MIN_BACKOFF_MS: u64 = 100;
 pub(crate) const MAX_BACKOFF_MS: u64 = 1_000;
@@ -150,6 +151,8 @@ pub(crate) struct FetcherTask {
     pub settings: FetchSettings,
     pub client_id: String,
     pub socket_timeout_ms: u64,
+    /// `replica.socket.receive.buffer.bytes`, set as Kafka's fetcher sets it.
+    pub socket_receive_buffer_bytes: i32,
     /// The inter-broker listener's TLS and SASL.
     pub security: Arc<InterBrokerSecurity>,
     /// The broker's follower replication quota.
@@ -331,6 +334,11 @@ impl FetcherTask {
         let timeout = Duration::from_millis(self.socket_timeout_ms.max(1));
         let s = TcpStream::connect_timeout(addr, timeout).await?;
         s.set_nodelay(true)?;
+        tcp_socket::set_buffer_bytes(
+            s.as_raw_fd(),
+            libc::SO_RCVBUF,
+            self.socket_receive_buffer_bytes,
+        )?;
         s.set_read_timeout(Some(timeout))?;
         s.set_write_timeout(Some(timeout))?;
         self.security

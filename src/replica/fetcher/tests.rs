@@ -125,6 +125,7 @@ fn manager_reads_the_replica_fetch_settings() {
         }
     );
     assert_eq!(m.socket_timeout_ms, 30_000);
+    assert_eq!(m.socket_receive_buffer_bytes, 65_536);
     assert_eq!(m.num_fetchers, 1);
     let m = ReplicaFetcherManager::new(
         0,
@@ -135,6 +136,7 @@ fn manager_reads_the_replica_fetch_settings() {
             ("replica.fetch.wait.max.ms", "50"),
             ("replica.fetch.max.bytes", "300"),
             ("replica.socket.timeout.ms", "2000"),
+            ("replica.socket.receive.buffer.bytes", "-1"),
             ("num.replica.fetchers", "3"),
         ]),
         InterBrokerSecurity::plaintext(),
@@ -149,6 +151,7 @@ fn manager_reads_the_replica_fetch_settings() {
         (7, 1000, 50, 300)
     );
     assert_eq!((m.socket_timeout_ms, m.num_fetchers), (2000, 3));
+    assert_eq!(m.socket_receive_buffer_bytes, -1);
 }
 
 #[test]
