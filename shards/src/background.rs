@@ -13,6 +13,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::thread::Thread;
+use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
 
@@ -119,6 +120,83 @@ impl BackgroundQueue {
     }
 }
 
+/// A named thread that runs each job once its due time has passed, for
+/// the life of the process (Kafka's scheduler's `scheduleOnce`, used for
+/// `file.delete.delay.ms`). Jobs not yet due when the process exits do not
+/// run. Pushing takes no lock, as with `BackgroundQueue`.
+pub struct DelayedQueue {
+    thread_name: &'static str,
+    inner: OnceLock<DelayedInner>,
+}
+
+struct DelayedInner {
+    jobs: SegQueue<(Instant, Job)>,
+    thread: Thread,
+}
+
+impl DelayedQueue {
+    pub const fn new(thread_name: &'static str) -> Self {
+        DelayedQueue {
+            thread_name,
+            inner: OnceLock::new(),
+        }
+    }
+
+    /// Runs `job` on the queue's thread once `delay` has passed.
+    pub fn push_after(&'static self, delay: Duration, job: impl FnOnce() + Send + 'static) {
+        let inner = self.inner();
+        inner.jobs.push((Instant::now() + delay, Box::new(job)));
+        inner.thread.unpark();
+    }
+
+    fn inner(&'static self) -> &'static DelayedInner {
+        self.inner.get_or_init(|| {
+            let queue: &'static DelayedQueue = self;
+            let thread = std::thread::Builder::new()
+                .name(self.thread_name.into())
+                .spawn(move || queue.serve())
+                .expect("starting a delayed queue's thread");
+            DelayedInner {
+                jobs: SegQueue::new(),
+                thread: thread.thread().clone(),
+            }
+        })
+    }
+
+    fn serve(&'static self) {
+        let inner = loop {
+            match self.inner.get() {
+                Some(inner) => break inner,
+                None => std::thread::park(),
+            }
+        };
+        // Few jobs wait at once (a segment each), so a scan is enough.
+        let mut waiting: Vec<(Instant, Job)> = Vec::new();
+        loop {
+            while let Some(job) = inner.jobs.pop() {
+                waiting.push(job);
+            }
+            let now = Instant::now();
+            let mut i = 0;
+            while i < waiting.len() {
+                if waiting[i].0 <= now {
+                    let (_, job) = waiting.swap_remove(i);
+                    job();
+                } else {
+                    i += 1;
+                }
+            }
+            // A push meanwhile leaves the unpark's token: park returns at once.
+            match waiting.iter().map(|(due, _)| *due).min() {
+                Some(due) => {
+                    std::thread::park_timeout(due.saturating_duration_since(Instant::now()))
+                }
+                None => std::thread::park(),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +245,32 @@ mod tests {
         QUEUE.push(|| SEEN.store(7, Ordering::SeqCst));
         let got = futures_lite::future::block_on(QUEUE.run(|| SEEN.load(Ordering::SeqCst) + 1));
         assert_eq!(got, Some(8));
+    }
+
+    #[test]
+    fn delayed_jobs_run_after_their_delay_soonest_first() {
+        static QUEUE: DelayedQueue = DelayedQueue::new("test-delayed");
+        static ORDER: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+        let started = Instant::now();
+        QUEUE.push_after(Duration::from_millis(300), || {
+            ORDER.lock().unwrap().push(300)
+        });
+        QUEUE.push_after(Duration::from_millis(100), || {
+            ORDER.lock().unwrap().push(100)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            ORDER.lock().unwrap().is_empty(),
+            "a job ran before its delay"
+        );
+        while ORDER.lock().unwrap().len() < 2 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "jobs never ran"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(*ORDER.lock().unwrap(), vec![100, 300]);
     }
 }

@@ -55,6 +55,9 @@ pub struct LogConfig {
     pub min_compaction_lag_ms: i64,
     /// `max.compaction.lag.ms`: dirty records older than this force a clean.
     pub max_compaction_lag_ms: i64,
+    /// `file.delete.delay.ms`: how long a deleted segment's files stay,
+    /// renamed `.deleted`, before they are unlinked.
+    pub file_delete_delay_ms: u64,
 }
 
 pub const DEFAULT_SEGMENT_BYTES: u64 = 1024 * 1024 * 1024;
@@ -64,6 +67,7 @@ pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
 pub const DEFAULT_MAX_INDEX_SIZE_BYTES: u32 = 10 * 1024 * 1024;
 pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
 pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
+pub const DEFAULT_FILE_DELETE_DELAY_MS: u64 = 60_000;
 
 /// Positions in the indexes are i32, so no segment may grow past this.
 pub const MAX_SEGMENT_BYTES: u64 = i32::MAX as u64;
@@ -88,6 +92,7 @@ impl Default for LogConfig {
             min_cleanable_dirty_ratio: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
+            file_delete_delay_ms: DEFAULT_FILE_DELETE_DELAY_MS,
         }
     }
 }
@@ -119,5 +124,6 @@ mod tests {
         assert_eq!(c.min_cleanable_dirty_ratio, 0.5);
         assert_eq!(c.min_compaction_lag_ms, 0);
         assert_eq!(c.max_compaction_lag_ms, i64::MAX);
+        assert_eq!(c.file_delete_delay_ms, 60_000);
     }
 }

@@ -230,7 +230,7 @@ impl Log {
             // Nothing usable, or everything below the checkpointed start
             // offset: begin afresh at the start offset, as Kafka does.
             for (_, seg) in std::mem::take(&mut segments) {
-                seg.delete_files()?;
+                seg.delete_files(config.file_delete_delay_ms)?;
             }
             segments.insert(start, LogSegment::create(dir, start, &config, now_ms)?);
             dir_dirty = true;
@@ -721,7 +721,7 @@ impl Log {
         for _ in 0..count {
             let (_, seg) = self.segments.pop_first().expect("counted");
             freed += seg.size_bytes();
-            seg.delete_files()?;
+            seg.delete_files(self.config.file_delete_delay_ms)?;
             self.dir_dirty = true;
         }
         let first_base = *self.segments.keys().next().expect("active remains");
@@ -754,7 +754,7 @@ impl Log {
         let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(&b, _)| b).collect();
         for base in doomed {
             let seg = self.segments.remove(&base).expect("listed");
-            seg.delete_files()?;
+            seg.delete_files(self.config.file_delete_delay_ms)?;
             self.dir_dirty = true;
         }
         self.active_mut().truncate_to(offset, now_ms)?;
@@ -782,7 +782,7 @@ impl Log {
         self.roll_syncs.clear();
         let now_ms = self.last_flush_ms;
         for (_, seg) in std::mem::take(&mut self.segments) {
-            seg.delete_files()?;
+            seg.delete_files(self.config.file_delete_delay_ms)?;
         }
         let seg = LogSegment::create(&self.dir, offset, &self.config, now_ms)?;
         self.segments.insert(offset, seg);

@@ -12,10 +12,9 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::segment::DeletedFiles;
-use crate::background::BackgroundQueue;
+use crate::background::{BackgroundQueue, DelayedQueue};
 
 /// Kafka's `LogFileUtils.DELETE_DIR_SUFFIX`.
 pub const DELETE_DIR_SUFFIX: &str = "-delete";
@@ -77,12 +76,31 @@ fn doomed_name(dir: &Path) -> PathBuf {
 /// Renamed log directories are unlinked here, off the shards.
 static LOG_DELETES: BackgroundQueue = BackgroundQueue::new("log-delete");
 
-/// Closes a deleted segment's files on the `log-delete` thread: the last
-/// close of an unlinked file frees its page cache, which took 0.1-0.9 s of
-/// a shard for a 256 MiB segment retention deleted (`perf/compare.sh`,
-/// 2026-12-07).
-pub(super) fn close_unlinked(files: DeletedFiles) {
-    LOG_DELETES.push(move || drop(files));
+/// Deleted segments' files wait out `file.delete.delay.ms` here.
+static SEGMENT_DELETES: DelayedQueue = DelayedQueue::new("segment-delete");
+
+/// Unlinks a deleted segment's renamed files `delay_ms` from now and then
+/// drops `files` (its descriptors and index maps, if still open), off the
+/// shard: the last close of an unlinked
+/// file frees its page cache, which took 0.1-0.9 s of a shard for a
+/// 256 MiB segment retention deleted (`perf/compare.sh`, 2026-12-07).
+pub(super) fn delete_after<F: Send + 'static>(paths: Vec<PathBuf>, files: F, delay_ms: u64) {
+    let delete = move || {
+        for path in &paths {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    log::warn!("deleting {}: {e}", path.display());
+                }
+                _ => {}
+            }
+        }
+        drop(files);
+    };
+    if delay_ms == 0 {
+        LOG_DELETES.push(delete);
+    } else {
+        SEGMENT_DELETES.push_after(Duration::from_millis(delay_ms), delete);
+    }
 }
 
 fn queue_delete(doomed: PathBuf) {

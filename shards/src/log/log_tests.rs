@@ -98,6 +98,9 @@ mod gaps;
 #[path = "log_create_tests.rs"]
 mod create;
 
+#[path = "log_delete_tests.rs"]
+mod delete;
+
 fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> (Log, RecoveryStats) {
     Log::open(dir, config, recovery_point, 0, NOW).unwrap()
 }

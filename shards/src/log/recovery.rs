@@ -18,7 +18,10 @@ use super::segment::{
 /// Scratch buffer for streaming CRC checks and record scans.
 pub const SCAN_BUFFER_BYTES: usize = 64 * 1024;
 
-const STRAY_SUFFIXES: [&str; 4] = [".tmp", ".cleaned", ".swap", ".deleted"];
+/// Kafka's suffix for a deleted segment's files awaiting `file.delete.delay.ms`.
+pub const DELETED_FILE_SUFFIX: &str = ".deleted";
+
+const STRAY_SUFFIXES: [&str; 4] = [".tmp", ".cleaned", ".swap", DELETED_FILE_SUFFIX];
 
 /// What `Log::open` had to do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -963,29 +963,46 @@ impl LogSegment {
         Ok(files)
     }
 
-    /// Removes the segment's files (open slices keep their descriptor).
-    /// Its descriptors and index maps are closed off the shard: closing
-    /// the last descriptor of an unlinked file frees its page cache.
-    pub fn delete_files(self) -> io::Result<()> {
+    /// Kafka's asynchronous segment delete: the files are renamed
+    /// `<name>.deleted` at once and unlinked `delay_ms` later
+    /// (`file.delete.delay.ms`), off the shard; open slices keep their
+    /// descriptor. The last close of an unlinked file frees its page cache,
+    /// so the descriptors and index maps are closed there too. A broker
+    /// that stops first removes the `.deleted` files at its next start.
+    pub fn delete_files(self, delay_ms: u64) -> io::Result<()> {
+        let mut doomed = Vec::with_capacity(4);
+        let txn_path = self.txn_index.path().to_path_buf();
         for path in [
             self.log.path(),
             self.offset_index.file().path(),
             self.time_index.file().path(),
+            &txn_path,
         ] {
-            match std::fs::remove_file(path) {
-                Ok(()) => {}
+            let renamed = deleted_name(path);
+            match std::fs::rename(path, &renamed) {
+                Ok(()) => doomed.push(renamed),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
         }
-        self.txn_index.delete()?;
-        super::log_deleter::close_unlinked(DeletedFiles {
-            _log: self.log,
-            _offset_index: self.offset_index,
-            _time_index: self.time_index,
-        });
+        super::log_deleter::delete_after(
+            doomed,
+            DeletedFiles {
+                _log: self.log,
+                _offset_index: self.offset_index,
+                _time_index: self.time_index,
+            },
+            delay_ms,
+        );
         Ok(())
     }
+}
+
+/// Kafka's `DELETED_FILE_SUFFIX` added to a segment file's name.
+pub(super) fn deleted_name(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(super::recovery::DELETED_FILE_SUFFIX);
+    PathBuf::from(name)
 }
 
 /// A deleted segment's open files, held only to be dropped (closed and

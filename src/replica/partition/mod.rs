@@ -137,6 +137,8 @@ pub fn log_config_of(c: &TopicConfig, io_mode: IoMode) -> LogConfig {
         min_cleanable_dirty_ratio: c.min_cleanable_dirty_ratio,
         min_compaction_lag_ms: c.min_compaction_lag_ms,
         max_compaction_lag_ms: c.max_compaction_lag_ms,
+        file_delete_delay_ms: u64::try_from(c.file_delete_delay_ms)
+            .expect("file.delete.delay.ms is validated to be at least 0"),
     }
 }
 

@@ -1,0 +1,66 @@
+"""`file.delete.delay.ms`: a segment that retention deletes leaves the log at
+once (the log start offset moves past it), its files are renamed
+`<name>.deleted` in the partition directory and unlinked only after the
+delay, as Kafka's asynchronous segment delete does. Readers holding the old
+files keep working meanwhile, and the page cache is freed later.
+"""
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+import compat_util as cu
+
+TOPIC = "delayed-delete"
+DELAY_S = 4.0
+TOPIC_CONFIG = {
+    "segment.bytes": "2048",
+    "retention.bytes": "2048",
+    "file.delete.delay.ms": str(int(DELAY_S * 1000)),
+}
+BROKER = {"log.retention.check.interval.ms": "500"}
+
+
+def deleted_names(d):
+    return {p.name for p in d.iterdir() if p.name.endswith(".deleted")}
+
+
+def wait_for(what, cond, deadline_s):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        got = cond()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_retention_renames_segments_and_unlinks_them_after_the_delay(broker_factory):
+    b = broker_factory(BROKER)
+    cu.create_group_topic(b.bootstrap, TOPIC, 1, TOPIC_CONFIG)
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(60):
+        # One batch each: several segments of about seven batches.
+        p.produce(TOPIC, value=f"{i:04d}".encode() + b"x" * 200, partition=0)
+        assert p.flush(30) == 0
+    d = b.partition_dir(TOPIC, 0)
+
+    doomed = wait_for(".deleted segment files", lambda: deleted_names(d), 60)
+    seen_at = time.monotonic()
+    assert any(n.endswith(".log.deleted") for n in doomed), doomed
+    assert any(n.endswith(".index.deleted") for n in doomed), doomed
+    for name in doomed:
+        assert not (d / name[: -len(".deleted")]).exists(), f"{name} kept its own name too"
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "delete-delay"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)
+    finally:
+        c.close()
+    assert high == 60 and low > 0, (low, high)
+
+    # Still there for most of the delay (first seen at most one poll late).
+    time.sleep(DELAY_S / 2)
+    assert doomed <= deleted_names(d), f"unlinked early: {doomed - deleted_names(d)}"
+    wait_for("the delayed unlink", lambda: not (doomed & deleted_names(d)), DELAY_S + 30)
+    assert time.monotonic() - seen_at >= DELAY_S - 1.0
