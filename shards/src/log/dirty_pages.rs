@@ -14,6 +14,9 @@
 //! `pwrite` well under them held a shard 10-160 ms, in bursts. So a
 //! synchronous write slower than [`SLOW_WRITE`] turns offload on at once,
 //! and the sampler keeps it on for [`SLOW_WRITE_HOLD`] after the last one.
+//! Writes each under it count too when a shard's add up to it within
+//! [`SLOW_WRITE_WINDOW`]: one request's appends, a few MiB each into pages
+//! the VM backs slowly, held a shard 20-60 ms with none over 5 ms.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::LazyLock;
@@ -35,6 +38,43 @@ pub const SLOW_WRITE: Duration = Duration::from_millis(5);
 /// How long offload stays on after the last slow write.
 pub const SLOW_WRITE_HOLD: Duration = Duration::from_secs(5);
 
+/// Synchronous writes on one shard adding up to `SLOW_WRITE` within this
+/// are as slow as one write of that length.
+pub const SLOW_WRITE_WINDOW: Duration = Duration::from_millis(20);
+
+/// A shard's synchronous write time since `window_start_ms`.
+#[derive(Clone, Copy, Default)]
+struct RecentWrites {
+    window_start_ms: u64,
+    write_time_us: u64,
+}
+
+impl RecentWrites {
+    /// With a write of `elapsed` ending at `now_ms`; a new window starts
+    /// when the current one is over.
+    fn add(self, now_ms: u64, elapsed: Duration) -> RecentWrites {
+        let window_ms = SLOW_WRITE_WINDOW.as_millis() as u64;
+        let mut recent = self;
+        if now_ms.saturating_sub(recent.window_start_ms) >= window_ms {
+            recent = RecentWrites {
+                window_start_ms: now_ms,
+                write_time_us: 0,
+            };
+        }
+        recent.write_time_us += elapsed.as_micros() as u64;
+        recent
+    }
+
+    fn is_slow(&self) -> bool {
+        self.write_time_us >= SLOW_WRITE.as_micros() as u64
+    }
+}
+
+thread_local! {
+    static RECENT_WRITES: std::cell::Cell<RecentWrites> =
+        const { std::cell::Cell::new(RecentWrites { window_start_ms: 0, write_time_us: 0 }) };
+}
+
 static OFFLOAD: AtomicBool = AtomicBool::new(true);
 
 /// When the last slow write ended, in milliseconds after `CLOCK_START`
@@ -48,11 +88,21 @@ fn clock_ms() -> u64 {
     CLOCK_START.elapsed().as_millis() as u64 + 1
 }
 
-/// A synchronous buffered append took `elapsed`: a slow one turns offload
-/// on for the appends after it.
+/// A synchronous buffered append on this shard took `elapsed`: a slow one,
+/// or one that brings this shard's writes in the window to a slow one's
+/// time, turns offload on for the appends after it.
 pub fn note_write_time(elapsed: Duration) {
-    if elapsed >= SLOW_WRITE {
-        log::debug!("a buffered append took {elapsed:?}: offloading appends");
+    let now_ms = clock_ms();
+    let recent = RECENT_WRITES.with(|cell| {
+        let recent = cell.get().add(now_ms, elapsed);
+        cell.set(recent);
+        recent
+    });
+    if recent.is_slow() {
+        log::debug!(
+            "buffered appends took {} us in {SLOW_WRITE_WINDOW:?}: offloading appends",
+            recent.write_time_us
+        );
         SLOW_WRITE_AT_MS.store(clock_ms(), Ordering::Relaxed);
         OFFLOAD.store(true, Ordering::Relaxed);
     }
@@ -205,6 +255,25 @@ mod tests {
         assert!(slow_write_recent(at));
         assert!(slow_write_recent(at + hold_ms - 1));
         assert!(!slow_write_recent(at + hold_ms));
+    }
+
+    #[test]
+    fn fast_writes_adding_up_to_a_slow_one_in_the_window_are_slow() {
+        let quarter = SLOW_WRITE / 4;
+        let window_ms = SLOW_WRITE_WINDOW.as_millis() as u64;
+        let mut recent = RecentWrites::default();
+        for i in 0..3 {
+            recent = recent.add(1_000 + i, quarter);
+            assert!(!recent.is_slow(), "{i} quarters");
+        }
+        assert!(recent.add(1_003, quarter).is_slow());
+        // Spread over more than the window, the same writes are not.
+        let mut recent = RecentWrites::default();
+        for i in 0..4 {
+            recent = recent.add(1_000 + i * window_ms, quarter);
+            assert!(!recent.is_slow());
+        }
+        assert!(RecentWrites::default().add(1, SLOW_WRITE).is_slow());
     }
 
     #[test]
