@@ -11,7 +11,7 @@ import uuid
 
 import compat_util as cu
 import security_util as su
-from compat_util import i8, i16, i32, i64, string
+from compat_util import i8, i16, i32, i64, string, wait_for
 from conftest import TARGET
 
 # --- broker configuration ---------------------------------------------------------
@@ -609,14 +609,6 @@ def describe_acls(c, flt=ANY_FILTER):
     return err, msg, out
 
 
-def wait_for(pred, what, timeout_s=30.0, interval_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = pred()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(interval_s)
 
 
 def wait_acls(admin, present=(), absent=()):

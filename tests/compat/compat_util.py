@@ -336,6 +336,17 @@ def free_port():
 assert crc32c(b"123456789") == 0xE3069283
 
 
+def wait_for(pred, what, timeout_s=30.0, interval_s=0.05):
+    """`pred()`'s first truthy value, polled until `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = pred()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
+        time.sleep(interval_s)
+
+
 def wait_topics_ready(bootstrap, topics, partitions, timeout_s=60.0):
     """Block until every partition answers ListOffsets(latest) without error,
     i.e. the broker really leads it. acks=0 produce before that is silently

@@ -25,16 +25,6 @@ def deleted_names(d):
     return {p.name for p in d.iterdir() if p.name.endswith(".deleted")}
 
 
-def wait_for(what, cond, deadline_s):
-    deadline = time.monotonic() + deadline_s
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_retention_renames_segments_and_unlinks_them_after_the_delay(broker_factory):
     b = broker_factory(BROKER)
     cu.create_group_topic(b.bootstrap, TOPIC, 1, TOPIC_CONFIG)
@@ -45,7 +35,7 @@ def test_retention_renames_segments_and_unlinks_them_after_the_delay(broker_fact
         assert p.flush(30) == 0
     d = b.partition_dir(TOPIC, 0)
 
-    doomed = wait_for(".deleted segment files", lambda: deleted_names(d), 60)
+    doomed = cu.wait_for(lambda: deleted_names(d), ".deleted segment files", 60)
     seen_at = time.monotonic()
     assert any(n.endswith(".log.deleted") for n in doomed), doomed
     assert any(n.endswith(".index.deleted") for n in doomed), doomed
@@ -62,5 +52,5 @@ def test_retention_renames_segments_and_unlinks_them_after_the_delay(broker_fact
     # Still there for most of the delay (first seen at most one poll late).
     time.sleep(DELAY_S / 2)
     assert doomed <= deleted_names(d), f"unlinked early: {doomed - deleted_names(d)}"
-    wait_for("the delayed unlink", lambda: not (doomed & deleted_names(d)), DELAY_S + 30)
+    cu.wait_for(lambda: not (doomed & deleted_names(d)), "the delayed unlink", DELAY_S + 30)
     assert time.monotonic() - seen_at >= DELAY_S - 1.0
