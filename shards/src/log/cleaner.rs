@@ -859,24 +859,16 @@ impl GroupWriter {
             )?;
         }
         sync_dir(&dir)?; // committed
-                         // The group's old files, the first segment's too, go as Kafka's
-                         // `replaceSegments` sends them: renamed `.deleted` now, unlinked
-                         // after `file.delete.delay.ms`.
-        let mut doomed = Vec::with_capacity(self.bases.len() * SEGMENT_SUFFIXES.len());
-        for &old in &self.bases {
+        for &old in &self.bases[1..] {
             for suffix in SEGMENT_SUFFIXES {
-                let path = segment_file_path(&dir, old, suffix);
-                let renamed = super::segment::deleted_name(&path);
-                match std::fs::rename(&path, &renamed) {
-                    Ok(()) => doomed.push(renamed),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
+                remove_if_exists(&segment_file_path(&dir, old, suffix))?;
             }
         }
-        super::log_deleter::delete_after(doomed, (), log.config().file_delete_delay_ms);
-        // The first segment's old index went above; an empty new one has no file.
         let txn_index_path = segment_file_path(&dir, base, TXN_INDEX_FILE_SUFFIX);
+        if self.txn_index.is_empty() {
+            // The group's first segment's index, if any, goes with it.
+            remove_if_exists(&txn_index_path)?;
+        }
         self.txn_index.rename_to(txn_index_path)?;
         for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX] {
             rename(
