@@ -80,10 +80,10 @@ static LOG_DELETES: BackgroundQueue = BackgroundQueue::new("log-delete");
 static SEGMENT_DELETES: DelayedQueue = DelayedQueue::new("segment-delete");
 
 /// Unlinks a deleted segment's renamed files `delay_ms` from now and then
-/// drops `files` (its descriptors and index maps, if still open), off the
-/// shard: the last close of an unlinked
-/// file frees its page cache, which took 0.1-0.9 s of a shard for a
-/// 256 MiB segment retention deleted (`perf/compare.sh`, 2026-12-07).
+/// drops `files` (its descriptors and index maps), off the shard: the last
+/// close of an unlinked file frees its page cache, which took 0.1-0.9 s of
+/// a shard for a 256 MiB segment retention deleted (`perf/compare.sh`,
+/// 2026-12-07).
 pub(super) fn delete_after<F: Send + 'static>(paths: Vec<PathBuf>, files: F, delay_ms: u64) {
     let delete = move || {
         for path in &paths {
