@@ -8,7 +8,9 @@
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+use socket2::{Domain, Protocol, Socket, Type};
 
 /// Kafka's value for "the operating system's default" buffer size.
 pub const OS_DEFAULT_BUFFER_BYTES: i32 = -1;
@@ -36,36 +38,18 @@ pub fn bind_listener(
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::other(format!("{host} does not resolve")))?;
-    let domain = if addr.is_ipv6() {
-        libc::AF_INET6
-    } else {
-        libc::AF_INET
-    };
-    // SAFETY: plain socket(2); the descriptor is owned at once.
-    let fd = unsafe {
-        libc::socket(
-            domain,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            libc::IPPROTO_TCP,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and nothing else owns it.
-    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
-    set_int_option(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    // socket2 opens it close-on-exec.
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_port(true)?;
     set_buffer_bytes(
         socket.as_raw_fd(),
         libc::SO_RCVBUF,
         settings.receive_buffer_bytes,
     )?;
-    bind(socket.as_raw_fd(), &addr)?;
-    // SAFETY: listen(2) on the descriptor owned above.
-    if unsafe { libc::listen(socket.as_raw_fd(), settings.listen_backlog) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(socket)
+    socket.bind(&addr.into())?;
+    socket.listen(settings.listen_backlog)?;
+    // SAFETY: the descriptor comes straight from the socket, which gives it up.
+    Ok(unsafe { OwnedFd::from_raw_fd(socket.into_raw_fd()) })
 }
 
 /// The options Kafka sets on a connection it accepts.
@@ -114,56 +98,9 @@ fn set_int_option(
     Ok(())
 }
 
-fn bind(fd: RawFd, addr: &SocketAddr) -> io::Result<()> {
-    // SAFETY: sockaddr_storage is plain old data; zeroed is a valid value.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    // SAFETY: `storage` holds a sockaddr of `len` bytes.
-    let rc = unsafe {
-        libc::bind(
-            fd,
-            (&storage as *const libc::sockaddr_storage).cast(),
-            len as libc::socklen_t,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::IntoRawFd;
 
     fn int_option(fd: RawFd, level: libc::c_int, option: libc::c_int) -> i32 {
         let mut value: i32 = 0;

@@ -103,7 +103,7 @@ pub fn note_write_time(elapsed: Duration) {
             "buffered appends took {} us in {SLOW_WRITE_WINDOW:?}: offloading appends",
             recent.write_time_us
         );
-        SLOW_WRITE_AT_MS.store(clock_ms(), Ordering::Relaxed);
+        SLOW_WRITE_AT_MS.store(now_ms, Ordering::Relaxed);
         OFFLOAD.store(true, Ordering::Relaxed);
     }
 }
