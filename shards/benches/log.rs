@@ -1,5 +1,6 @@
 //! Segment log hot paths: append of 16 KiB batches (buffered and direct
-//! I/O), offset-index lookups at 1e4 and 1e6 entries, and batch header
+//! I/O; buffered also as the produce path does it, patching a copy of the
+//! request or writing it as received beside its new header), offset-index lookups at 1e4 and 1e6 entries, and batch header
 //! parse + CRC32C. Direct mode needs O_DIRECT, so its log lives in the
 //! target dir (next to the bench binary), not in a possibly-tmpfs /tmp.
 
@@ -12,6 +13,7 @@ use kshard_shards::log::batch::{
 };
 use kshard_shards::log::config::IoMode;
 use kshard_shards::log::offset_index::OffsetIndex;
+use kshard_shards::log::patched::{PatchedHeader, PatchedRecords};
 use kshard_shards::log::segment::DiskFile;
 use kshard_shards::log::{Log, LogAppendInfo, LogConfig};
 
@@ -56,7 +58,7 @@ fn append_info_at(first: i64, now_ms: i64, len: usize) -> LogAppendInfo {
 /// A scratch dir that supports O_DIRECT for `Direct`.
 fn bench_dir(mode: IoMode) -> tempfile::TempDir {
     match mode {
-        IoMode::Buffered => tempfile::tempdir().expect("tempdir"),
+        IoMode::Buffered | IoMode::BufferedOffload => tempfile::tempdir().expect("tempdir"),
         IoMode::Direct => {
             let exe = std::env::current_exe().expect("exe");
             tempfile::Builder::new()
@@ -120,6 +122,53 @@ fn bench_append(c: &mut Criterion) {
     group.finish();
 }
 
+/// A produce's buffered append of one 16 KiB batch received in a request
+/// (a `Bytes` the connection read): `copied` patches a copy of it and
+/// `pwrite`s that (the path before the patched one), `patched` writes the
+/// request's bytes with the new header beside them (`pwritev`).
+fn bench_produce_append(c: &mut Criterion) {
+    let now_ms = 1_700_000_000_000;
+    let request = bytes::Bytes::from(batch_16k(0, now_ms));
+    let mut group = c.benchmark_group("produce_append_buffered");
+    group.throughput(Throughput::Bytes(BATCH_BYTES as u64));
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["copied", "patched"] {
+        let config = LogConfig {
+            io_mode: IoMode::Buffered,
+            ..LogConfig::default()
+        };
+        let (mut log, _) =
+            Log::open(&dir.path().join(format!("{name}-0")), config, 0, 0, now_ms).expect("open");
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let first = log.log_end_offset();
+                let info = append_info_at(first, now_ms, request.len());
+                if name == "copied" {
+                    let mut copy = bytes::BytesMut::from(&request[..]);
+                    batch::set_base_offset(&mut copy, first);
+                    log.append(&copy, &info, now_ms).expect("append");
+                } else {
+                    let mut header = [0u8; RECORD_BATCH_OVERHEAD];
+                    header.copy_from_slice(&request[..RECORD_BATCH_OVERHEAD]);
+                    batch::set_base_offset(&mut header, first);
+                    let patched = PatchedRecords::new(
+                        request.clone(),
+                        vec![PatchedHeader {
+                            position: 0,
+                            bytes: header,
+                        }],
+                    );
+                    log.append_patched(&patched, &info, now_ms).expect("append");
+                }
+                if log.size_bytes() >= 64 * 1024 * 1024 {
+                    log.truncate_to(0).expect("truncate");
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn bench_index_lookup(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut group = c.benchmark_group("offset_index_lookup");
@@ -168,6 +217,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_append, bench_index_lookup, bench_parse_crc
+    targets = bench_append, bench_produce_append, bench_index_lookup, bench_parse_crc
 }
 criterion_main!(benches);

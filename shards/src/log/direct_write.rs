@@ -156,21 +156,28 @@ impl StagedWrite {
     /// write is an error.
     async fn execute_buffered(&mut self) -> io::Result<()> {
         let len = self.data_len();
+        let target = self.buffered.as_ref().expect("a buffered write");
+        if !super::dirty_pages::offload_writes() {
+            // From the requests' buffers (`pwritev`), no copy.
+            let started = std::time::Instant::now();
+            let mut pos = self.file_pos;
+            let mut written = Ok(());
+            for a in &self.appends {
+                written = a.records.write_all_at(target, pos);
+                if written.is_err() {
+                    break;
+                }
+                pos += a.records.len() as u64;
+            }
+            super::dirty_pages::note_write_time(started.elapsed());
+            return written.map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())));
+        }
+        // io_uring's write takes one owned buffer.
         let mut buf = Vec::with_capacity(len);
         for a in &self.appends {
             a.records.extend_into(&mut buf);
         }
         assert_eq!(buf.len(), len);
-        let target = self.buffered.as_ref().expect("a buffered write");
-        if !super::dirty_pages::offload_writes() {
-            use std::os::unix::fs::FileExt;
-            let started = std::time::Instant::now();
-            let written = target
-                .write_all_at(&buf, self.file_pos)
-                .map_err(|e| io::Error::other(format!("{}: {e}", self.path.display())));
-            super::dirty_pages::note_write_time(started.elapsed());
-            return written;
-        }
         // A duplicate descriptor per write (two syscalls beside a write of
         // up to a megabyte), closed when the write is done.
         // SAFETY: dup of a descriptor the Arc keeps open.

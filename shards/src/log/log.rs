@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 
 use super::config::{IoMode, LogConfig};
 use super::direct_write::StagedAppend;
+use super::patched::PatchedRecords;
 use super::recovery::{load_segments, RecoveryStats};
-use super::segment::{LogSegment, NewSegmentFiles, SegmentRead};
+use super::segment::{AppendBytes, LogSegment, NewSegmentFiles, SegmentRead};
 use super::{FileSlice, LogAppendInfo};
 
 #[path = "log_close.rs"]
@@ -354,7 +355,21 @@ impl Log {
     ) -> io::Result<Option<i64>> {
         self.require_no_staged_writes("append")?;
         check_append_shape(records.len(), info, self.log_end_offset);
-        self.append_batches(records, info, now_ms)
+        self.append_batches(AppendBytes::Plain(records), info, now_ms)
+    }
+
+    /// `append` for batches kept as the request sent them with the headers
+    /// offset assignment rewrote beside them (see `patched`): written from
+    /// the request's buffer, not a patched copy of it.
+    pub fn append_patched(
+        &mut self,
+        records: &PatchedRecords,
+        info: &LogAppendInfo,
+        now_ms: i64,
+    ) -> io::Result<Option<i64>> {
+        self.require_no_staged_writes("append")?;
+        check_append_shape(records.len(), info, self.log_end_offset);
+        self.append_batches(AppendBytes::Patched(records), info, now_ms)
     }
 
     /// Kafka's `appendAsFollower`: appends a leader's batches as they are.
@@ -372,13 +387,13 @@ impl Log {
     ) -> io::Result<Option<i64>> {
         self.require_no_staged_writes("follower append")?;
         check_follower_append_shape(records.len(), info, self.log_end_offset);
-        self.append_batches(records, info, now_ms)
+        self.append_batches(AppendBytes::Plain(records), info, now_ms)
     }
 
     /// The shared half of `append` and `append_as_follower` (shape checked).
     fn append_batches(
         &mut self,
-        records: &[u8],
+        records: AppendBytes<'_>,
         info: &LogAppendInfo,
         now_ms: i64,
     ) -> io::Result<Option<i64>> {
@@ -401,10 +416,10 @@ impl Log {
             // Its time tells the offload choice the kernel's write path is
             // slow now (dirty_pages).
             let started = std::time::Instant::now();
-            self.active_mut().append(records, info)?;
+            self.active_mut().append_bytes(records, info)?;
             super::dirty_pages::note_write_time(started.elapsed());
         } else {
-            self.active_mut().append(records, info)?;
+            self.active_mut().append_bytes(records, info)?;
         }
         self.log_end_offset = info.last_offset + 1;
         let unflushed = (self.log_end_offset - self.recovery_point) as u64;

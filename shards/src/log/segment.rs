@@ -519,6 +519,44 @@ impl LogSegment {
         self.appended(records, info)
     }
 
+    /// `append` or `append_patched`, as `records` holds its bytes.
+    pub(super) fn append_bytes(
+        &mut self,
+        records: AppendBytes<'_>,
+        info: &LogAppendInfo,
+    ) -> io::Result<()> {
+        match records {
+            AppendBytes::Plain(bytes) => self.append(bytes, info),
+            AppendBytes::Patched(patched) => self.append_patched(patched, info),
+        }
+    }
+
+    /// `append` for validated batches kept as the request sent them with
+    /// their new headers beside them: written with `pwritev`, no copy (a
+    /// direct-mode segment, which writes through its block buffer, copies
+    /// them into one buffer first).
+    pub fn append_patched(
+        &mut self,
+        records: &PatchedRecords,
+        info: &LogAppendInfo,
+    ) -> io::Result<()> {
+        self.check_append(info)?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let position = self.size_bytes;
+        match &mut self.direct {
+            Some(w) => w.write_at(
+                &records.to_vec(),
+                position,
+                self.log.file(),
+                self.log.path(),
+            )?,
+            None => records.write_all_at(self.log.file(), position)?,
+        }
+        self.index_batches(records.headers(), records.len(), info)
+    }
+
     fn check_append(&self, info: &LogAppendInfo) -> io::Result<()> {
         // A follower's batches may skip offsets (a compacted leader); they
         // never go back. The log checks the exact start for leaders.
@@ -995,6 +1033,23 @@ impl LogSegment {
             delay_ms,
         );
         Ok(())
+    }
+}
+
+/// The bytes of one append: as they are stored, or the request's bytes
+/// with their stored headers beside them.
+#[derive(Clone, Copy)]
+pub(super) enum AppendBytes<'a> {
+    Plain(&'a [u8]),
+    Patched(&'a PatchedRecords),
+}
+
+impl AppendBytes<'_> {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            AppendBytes::Plain(bytes) => bytes.len(),
+            AppendBytes::Patched(patched) => patched.len(),
+        }
     }
 }
 

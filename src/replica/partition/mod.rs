@@ -12,7 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use uuid::Uuid;
 
 use kshard_shards::log::batch::{BatchHeader, BatchIter, TimestampType};
@@ -456,42 +456,32 @@ impl Partition {
         // must never find a staged one ahead of it.
         let coordinator_log = self.topic == kshard_shards::placement::OFFSETS_TOPIC
             || self.topic == kshard_shards::placement::TRANSACTION_STATE_TOPIC;
-        let info = if allow_staging && !coordinator_log && self.log.stages_appends(records.len()) {
-            // Direct mode: the request's bytes are staged as they are, with
-            // the headers offset assignment rewrote beside them.
-            let mut headers = Vec::with_capacity(1);
-            let info = validator
-                .validate_and_patch_headers(
-                    records,
-                    next_offset,
-                    self.leader_epoch,
-                    now_ms,
-                    validation,
-                    &mut headers,
-                )
-                .map_err(validation_error)?;
-            let staged = PatchedRecords::new(records.slice(..info.valid_bytes), headers);
-            let stored: Vec<BatchHeader> = staged.headers().flatten().collect();
-            if let Err(e) = self.log.stage(staged, info) {
+        // The request's bytes are kept as they are, with the headers offset
+        // assignment rewrote beside them: staged (direct mode, or buffered
+        // near the writeback thresholds) or written at once with `pwritev`,
+        // never copied to be patched.
+        let mut headers = Vec::with_capacity(1);
+        let info = validator
+            .validate_and_patch_headers(
+                records,
+                next_offset,
+                self.leader_epoch,
+                now_ms,
+                validation,
+                &mut headers,
+            )
+            .map_err(validation_error)?;
+        let patched = PatchedRecords::new(records.slice(..info.valid_bytes), headers);
+        if allow_staging && !coordinator_log && self.log.stages_appends(records.len()) {
+            let stored: Vec<BatchHeader> = patched.headers().flatten().collect();
+            if let Err(e) = self.log.stage(patched, info) {
                 return Err(self.storage_error("appending records", &e));
             }
             for h in &stored {
                 on_stored(&mut self.producer_state, h);
             }
-            info
         } else {
-            let mut buf = BytesMut::from(&records[..]);
-            let info = validator
-                .validate_and_assign_offsets(
-                    &mut buf,
-                    next_offset,
-                    self.leader_epoch,
-                    now_ms,
-                    validation,
-                )
-                .map_err(validation_error)?;
-            let appended = &buf[..info.valid_bytes];
-            let rolled = match self.log.append(appended, &info, now_ms) {
+            let rolled = match self.log.append_patched(&patched, &info, now_ms) {
                 Ok(rolled) => rolled,
                 Err(e) => return Err(self.storage_error("appending records", &e)),
             };
@@ -499,11 +489,10 @@ impl Partition {
                 self.snapshot_producer_state(new_base);
             }
             debug_assert_eq!(self.log.log_end_offset(), info.last_offset + 1);
-            for (_, h, _) in BatchIter::new(appended).flatten() {
+            for h in patched.headers().flatten() {
                 on_stored(&mut self.producer_state, &h);
             }
-            info
-        };
+        }
         debug_assert_eq!(info.first_offset, next_offset);
         debug_assert_eq!(self.log.next_offset(), info.last_offset + 1);
         Ok(info)
