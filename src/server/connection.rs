@@ -61,8 +61,8 @@ pub async fn serve(
         Err(_) => Arc::from(""),
     };
     // connections.max.idle.ms: a connection that sends nothing for that long
-    // is closed, as Kafka's processor does (a read is only pending while the
-    // connection waits for its next request or a TLS handshake message).
+    // is closed, as Kafka's processor does; this timeout covers the TLS
+    // handshake, `read_some` the requests.
     if ctx.config.connections_max_idle_ms > 0 {
         let idle = Duration::from_millis(ctx.config.connections_max_idle_ms as u64);
         if let Err(e) = stream.set_read_timeout(Some(idle)) {
@@ -77,6 +77,12 @@ pub async fn serve(
             return;
         }
     };
+    // From here `read_some` keeps the idle timer: glommio's would stay
+    // armed across reads that bypass it (see `Transport::try_recv_into_spare`).
+    if let Err(e) = transport.set_read_timeout(None) {
+        log::debug!("connection {peer}: {e}");
+        return;
+    }
     let connection = Connection {
         listener: &listener,
         identity: ClientIdentity {
@@ -140,9 +146,15 @@ struct ReadLimits {
 /// full the connection does not read (Kafka mutes the channel while its
 /// memory pool is exhausted); the check and the read happen in the same
 /// poll, so connections waiting for bytes cannot all pass the check and
-/// then overrun the pool together. A connection muted for
-/// `connections.max.idle.ms` is closed, as Kafka expires an idle muted
-/// channel. Cancel-safe: bytes are appended only when the read completes.
+/// then overrun the pool together. A connection that receives nothing for
+/// `connections.max.idle.ms`, muted or not, is closed, as Kafka expires an
+/// idle channel. Cancel-safe: bytes are appended only when the read
+/// completes.
+///
+/// Once a frame's buffer is reserved (`reserve_frame`), a plaintext read
+/// goes straight into it; other reads land in the shard's buffer and are
+/// copied. `drained` remembers that a direct read emptied the socket, so
+/// the next read waits through glommio at once instead of trying again.
 async fn read_some(
     pool: &RequestMemoryPool,
     idle_ms: i64,
@@ -150,49 +162,83 @@ async fn read_some(
     buf: &mut BytesMut,
     charge: &mut Charge,
     limits: ReadLimits,
+    drained: &mut bool,
 ) -> Result<(), String> {
     let ReadLimits {
         read_bytes_max,
         max_request_bytes,
     } = limits;
     assert!(read_bytes_max > 0 && read_bytes_max <= READ_CHUNK_BYTES);
-    let mut muted_timer: Option<glommio::timer::Timer> = None;
+    let mut idle_timer: Option<glommio::timer::Timer> = None;
     let n = futures_lite::future::poll_fn(|cx| {
-        if !pool.may_read(charge) {
-            if idle_ms > 0 {
-                let idle = std::time::Duration::from_millis(idle_ms as u64);
-                let timer = muted_timer.get_or_insert_with(|| glommio::timer::Timer::new(idle));
-                if Pin::new(timer).poll(cx).is_ready() {
-                    return Poll::Ready(Err(format!(
-                        "muted for connections.max.idle.ms {idle_ms}: queued.max.request.bytes in use"
-                    )));
-                }
-            }
+        let muted = !pool.may_read(charge);
+        if muted {
             pool.wake_when_may_read(cx.waker());
-            return Poll::Pending;
-        }
-        muted_timer = None;
-        SHARD_READ_BUF.with(|shared| {
-            let Ok(mut chunk) = shared.try_borrow_mut() else {
-                return Poll::Ready(Err("shard read buffer in use".to_string()));
-            };
-            match Pin::new(&mut *stream).poll_read(cx, &mut chunk[..read_bytes_max]) {
-                Poll::Ready(Ok(n)) => {
-                    reserve_frame(buf, &chunk[..n], max_request_bytes);
-                    buf.extend_from_slice(&chunk[..n]);
-                    charge.add(n);
-                    Poll::Ready(Ok(n))
-                }
-                Poll::Ready(Err(e)) => Poll::Ready(Err(e.to_string())),
-                Poll::Pending => Poll::Pending,
+        } else if let Poll::Ready(read) =
+            poll_read_into(cx, stream, buf, read_bytes_max, max_request_bytes, drained)
+        {
+            if let Ok(n) = read {
+                charge.add(n);
             }
-        })
+            return Poll::Ready(read);
+        }
+        if idle_ms > 0 {
+            let idle = Duration::from_millis(idle_ms as u64);
+            let timer = idle_timer.get_or_insert_with(|| glommio::timer::Timer::new(idle));
+            if Pin::new(timer).poll(cx).is_ready() {
+                return Poll::Ready(Err(if muted {
+                    format!("muted for connections.max.idle.ms {idle_ms}: queued.max.request.bytes in use")
+                } else {
+                    format!("idle for connections.max.idle.ms {idle_ms}")
+                }));
+            }
+        }
+        Poll::Pending
     })
     .await?;
     if n == 0 {
         return Err("peer closed".into());
     }
     Ok(())
+}
+
+/// One read's attempt for `read_some`: directly into `buf` when its frame's
+/// room is reserved and the socket was not just drained, else through the
+/// shard's buffer (which registers the wait for the socket).
+fn poll_read_into(
+    cx: &mut std::task::Context<'_>,
+    stream: &mut Transport,
+    buf: &mut BytesMut,
+    read_bytes_max: usize,
+    max_request_bytes: usize,
+    drained: &mut bool,
+) -> Poll<Result<usize, String>> {
+    let reserved = buf.len() >= 4 && buf.capacity() - buf.len() >= read_bytes_max;
+    if reserved && !*drained {
+        match stream.try_recv_into_spare(buf, read_bytes_max) {
+            Ok(Some(n)) => {
+                *drained = n < read_bytes_max;
+                return Poll::Ready(Ok(n));
+            }
+            Ok(None) => {}
+            Err(e) => return Poll::Ready(Err(e.to_string())),
+        }
+    }
+    *drained = false;
+    SHARD_READ_BUF.with(|shared| {
+        let Ok(mut chunk) = shared.try_borrow_mut() else {
+            return Poll::Ready(Err("shard read buffer in use".to_string()));
+        };
+        match Pin::new(&mut *stream).poll_read(cx, &mut chunk[..read_bytes_max]) {
+            Poll::Ready(Ok(n)) => {
+                reserve_frame(buf, &chunk[..n], max_request_bytes);
+                buf.extend_from_slice(&chunk[..n]);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.to_string())),
+            Poll::Pending => Poll::Pending,
+        }
+    })
 }
 
 /// Splits the next whole frame (without its size prefix) off `buf`, or
@@ -454,6 +500,8 @@ struct Reader<'a> {
     max_request_bytes: usize,
     idle_ms: i64,
     mute: &'a Mute,
+    /// The last read took everything the socket had (see `read_some`).
+    drained: bool,
 }
 
 impl Reader<'_> {
@@ -473,6 +521,7 @@ impl Reader<'_> {
             max_request_bytes,
             idle_ms,
             mute,
+            drained,
         } = self;
         loop {
             // A throttled connection takes no request, read or buffered,
@@ -511,12 +560,12 @@ impl Reader<'_> {
                 },
             };
             let Some(front) = in_flight.front_mut() else {
-                read_some(pool, *idle_ms, stream, buf, charge, limits).await?;
+                read_some(pool, *idle_ms, stream, buf, charge, limits, drained).await?;
                 continue;
             };
             let woken = futures_lite::future::or(
                 async {
-                    let read = read_some(pool, *idle_ms, stream, buf, charge, limits);
+                    let read = read_some(pool, *idle_ms, stream, buf, charge, limits, drained);
                     Woken::Read(read.await)
                 },
                 async { Woken::Answered(front.await) },
@@ -621,6 +670,7 @@ async fn serve_inner(
         max_request_bytes: ctx.config.socket_request_max_bytes.max(0) as usize,
         idle_ms: ctx.config.connections_max_idle_ms,
         mute: &mute,
+        drained: false,
     };
     let mut scratch = Vec::new();
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();

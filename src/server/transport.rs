@@ -50,6 +50,59 @@ impl Transport {
         Ok(())
     }
 
+    /// The socket's read timeout (glommio's, which arms a timer whenever a
+    /// read waits): `None` once the connection is established, when
+    /// `connection::read_some` keeps the idle timer itself.
+    pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
+        let stream = match self {
+            Transport::Plain(stream) => stream,
+            Transport::Tls(tls) => tls.get_ref().0,
+        };
+        stream
+            .set_read_timeout(timeout)
+            .map_err(|e| io::Error::other(e.to_string()))
+    }
+
+    /// Receives at most `bytes_max` bytes into `buf`'s spare capacity
+    /// without waiting: a plaintext request's body lands in its own buffer,
+    /// not in the shard's read buffer to be copied. `Ok(None)` when this
+    /// transport cannot (TLS) or nothing is there now (glommio's read then
+    /// waits for the socket); `Ok(Some(0))` when the peer closed.
+    pub fn try_recv_into_spare(
+        &self,
+        buf: &mut bytes::BytesMut,
+        bytes_max: usize,
+    ) -> io::Result<Option<usize>> {
+        let Transport::Plain(stream) = self else {
+            return Ok(None);
+        };
+        let spare = buf.spare_capacity_mut();
+        let want = bytes_max.min(spare.len());
+        assert!(want > 0, "a read into no room");
+        // SAFETY: the kernel writes at most `want` bytes into the spare
+        // capacity, which `buf` owns; `set_len` below covers only those.
+        let n = unsafe {
+            libc::recv(
+                std::os::fd::AsRawFd::as_raw_fd(stream),
+                spare.as_mut_ptr().cast(),
+                want,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        assert!(n <= want, "recv returned {n} of {want} bytes");
+        // SAFETY: the first `n` bytes of the spare capacity were written.
+        unsafe { buf.set_len(buf.len() + n) };
+        Ok(Some(n))
+    }
+
     /// After a whole response: TLS may hold an encrypted record back.
     pub async fn finish_response(&mut self) -> io::Result<()> {
         match self {
