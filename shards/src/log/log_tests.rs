@@ -84,6 +84,7 @@ in_both_modes!(
     a_crashed_active_index_reads_as_its_entries,
     for_each_batch_from_visits_later_batches,
     flush_policies_move_the_recovery_point,
+    patched_appends_store_what_in_place_appends_store,
 );
 
 #[path = "log_direct_tests.rs"]
@@ -110,6 +111,56 @@ fn append(log: &mut Log, count: usize, ts: i64, value_bytes: usize) -> (Vec<u8>,
     let batch = build_batch(log.log_end_offset(), count, ts, value_bytes);
     let rolled = log.append(&batch, &append_info(&batch), NOW).unwrap();
     (batch, rolled)
+}
+
+/// A produce's two ways into the log, over size rolls: the request's
+/// batch validated in place (offsets written into a copy) and appended, or
+/// kept as sent with its new header beside it (`append_patched`). Both
+/// logs hold the same bytes and find the same offsets.
+fn patched_appends_store_what_in_place_appends_store() {
+    use crate::log::patched::PatchedRecords;
+    use crate::log::validate::{ValidationConfig, Validator};
+    let (dir_a, dir_b) = (test_dir(), test_dir());
+    let (mut in_place, _) = open(dir_a.path(), small_config(), 0);
+    let (mut patched, _) = open(dir_b.path(), small_config(), 0);
+    let cfg = ValidationConfig::default();
+    let mut validator = Validator::new();
+    for i in 0..40 {
+        // As a producer sends it: base offset 0.
+        let request = bytes::Bytes::from(build_batch(0, 1 + i % 5, NOW + i as i64, 300));
+        let next = in_place.log_end_offset();
+        assert_eq!(patched.log_end_offset(), next);
+        let mut copy = request.to_vec();
+        let info = validator
+            .validate_and_assign_offsets(&mut copy, next, 3, NOW, &cfg)
+            .unwrap();
+        in_place.append(&copy, &info, NOW).unwrap();
+        let mut new_headers = Vec::new();
+        let info = validator
+            .validate_and_patch_headers(&request, next, 3, NOW, &cfg, &mut new_headers)
+            .unwrap();
+        let records = PatchedRecords::new(request.clone(), new_headers);
+        patched.append_patched(&records, &info, NOW).unwrap();
+        assert_eq!(records.to_vec(), copy);
+    }
+    assert!(patched.segments().count() > 1, "the appends rolled");
+    assert_eq!(
+        patched
+            .segments()
+            .map(|s| s.base_offset())
+            .collect::<Vec<_>>(),
+        in_place
+            .segments()
+            .map(|s| s.base_offset())
+            .collect::<Vec<_>>()
+    );
+    for offset in 0..in_place.log_end_offset() {
+        assert_eq!(
+            read_all(&patched, offset),
+            read_all(&in_place, offset),
+            "at {offset}"
+        );
+    }
 }
 
 fn read_all(log: &Log, offset: i64) -> Vec<u8> {

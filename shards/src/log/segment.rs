@@ -540,12 +540,11 @@ impl LogSegment {
         records: &PatchedRecords,
         info: &LogAppendInfo,
     ) -> io::Result<()> {
+        // Checked before the write; `append_written` checks again (cheap).
         self.check_append(info)?;
-        if records.is_empty() {
-            return Ok(());
-        }
         let position = self.size_bytes;
         match &mut self.direct {
+            _ if records.is_empty() => {}
             Some(w) => w.write_at(
                 &records.to_vec(),
                 position,
@@ -554,7 +553,7 @@ impl LogSegment {
             )?,
             None => records.write_all_at(self.log.file(), position)?,
         }
-        self.index_batches(records.headers(), records.len(), info)
+        self.append_written(records, info)
     }
 
     fn check_append(&self, info: &LogAppendInfo) -> io::Result<()> {
@@ -580,7 +579,8 @@ impl LogSegment {
     }
 
     /// The bookkeeping half of `append`, for bytes already in the file at
-    /// the segment's end (an asynchronous direct write that landed).
+    /// the segment's end (an asynchronous direct write that landed, or
+    /// `append_patched`'s).
     pub(super) fn append_written(
         &mut self,
         records: &PatchedRecords,
