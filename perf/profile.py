@@ -51,8 +51,14 @@ def context_switches(pid):
 
 
 def top_symbols(data, n):
+    """The top symbols of the shard threads (named `shard-<i>-<cpu>` by
+    glommio; its blocking pool's threads share the name but rarely run)."""
+    comms = subprocess.run(["perf", "report", "-i", str(data), "--sort", "comm", "--stdio", "-g", "none"],
+                           capture_output=True, text=True).stdout
+    shards = sorted({f.split()[-1] for f in comms.splitlines()
+                     if "%" in f and not f.startswith("#") and f.split()[-1].startswith("shard-")})
     out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--sort", "sym",
-                          "--stdio", "-g", "none", "--comm", "shard-0-1,shard-1-2"],
+                          "--stdio", "-g", "none", "--comm", ",".join(shards)],
                          capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if "%" in line and not line.startswith("#")]
     return lines[:n]
