@@ -397,7 +397,11 @@ fn active_segment_is_never_cleaned() {
 }
 
 fn build_three_segment_log(dir: &Path) -> Log {
-    let mut log = open(dir);
+    build_three_segment_log_with(dir, config())
+}
+
+fn build_three_segment_log_with(dir: &Path, config: LogConfig) -> Log {
+    let mut log = Log::open(dir, config, 0, 0, T0).unwrap().0;
     for seg in 0..3 {
         for round in 0..5 {
             let recs: Vec<Kv> = (0..4)
@@ -651,4 +655,138 @@ fn a_dedupe_map_made_on_another_thread_is_used() {
     assert!(stats.is_some(), "the log was due");
     assert_eq!(c.map.as_ref().map(|m| m.slots()), Some(slots));
     assert_eq!(read_all(&log).0.len(), 4);
+}
+
+fn names_ending(dir: &Path, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(suffix))
+        .collect();
+    names.sort();
+    names
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Holds the `log-dirs` thread (and so any swap queued behind) until the
+/// returned sender is dropped.
+fn hold_log_dirs() -> std::sync::mpsc::Sender<()> {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    crate::log::log_create::LOG_DIRS.push(move || {
+        let _ = held.recv();
+    });
+    release
+}
+
+/// Steps a pass until its first group's swap is queued.
+fn step_until_swap_pending(c: &mut LogCleaner, log: &mut Log) {
+    assert!(c.start(log, T0, None));
+    wait_until("a swap queued", || {
+        assert_ne!(c.step(log, &no_producers, T0).unwrap(), Step::Idle);
+        log.cleaner_swap_pending()
+    });
+}
+
+#[test]
+fn swapped_out_segments_are_renamed_deleted_and_unlinked_after_the_delay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    let config = LogConfig {
+        file_delete_delay_ms: 1_500,
+        ..config()
+    };
+    let mut log = build_three_segment_log_with(&dir, config);
+    cleaner()
+        .clean_now(&mut log, &no_producers, T0, None)
+        .unwrap()
+        .unwrap();
+    let doomed = names_ending(&dir, ".deleted");
+    let logs: Vec<&String> = doomed
+        .iter()
+        .filter(|n| n.ends_with(".log.deleted"))
+        .collect();
+    assert_eq!(logs.len(), 3, "the group's three old segments: {doomed:?}");
+    assert!(names_ending(&dir, ".cleaned").is_empty());
+    assert!(names_ending(&dir, ".swap").is_empty());
+    assert_eq!(
+        names_ending(&dir, ".log").len(),
+        2,
+        "the cleaned segment and the active"
+    );
+    let (cleaned, _) = read_all(&log);
+    assert_eq!(cleaned.len(), 4);
+    wait_until("the delayed unlink", || {
+        names_ending(&dir, ".deleted").is_empty()
+    });
+    log.close().unwrap();
+    assert_eq!(read_all(&open(&dir)).0, cleaned);
+}
+
+#[test]
+fn retention_leaves_segments_a_swap_in_flight_replaces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    let mut log = build_three_segment_log(&dir);
+    let active_base = log.active_base_offset();
+    let mut c = cleaner();
+    let release = hold_log_dirs();
+    step_until_swap_pending(&mut c, &mut log);
+    assert_eq!(log.delete_records_before(active_base).unwrap(), active_base);
+    assert_eq!(log.segment_count(), 4, "nothing deleted under the swap");
+    assert_eq!(
+        c.step(&mut log, &no_producers, T0).unwrap(),
+        Step::WaitingOffShard
+    );
+    drop(release);
+    wait_until("the pass", || {
+        matches!(c.step(&mut log, &no_producers, T0).unwrap(), Step::Done(_))
+    });
+    assert_eq!(log.segment_count(), 2);
+    log.delete_old_segments(T0).unwrap();
+    assert_eq!(
+        log.segment_count(),
+        1,
+        "the next check deletes the cleaned segment"
+    );
+    assert_eq!(log.log_start_offset(), active_base);
+}
+
+#[test]
+fn a_truncation_waits_for_a_swap_in_flight() {
+    let tmp = tempfile::tempdir().unwrap();
+    // What the truncation leaves after a pass with nothing in flight.
+    let mut settled = build_three_segment_log(&tmp.path().join("settled-0"));
+    cleaner()
+        .clean_now(&mut settled, &no_producers, T0, None)
+        .unwrap()
+        .unwrap();
+    settled.truncate_to(58).unwrap();
+    let want = (settled.log_end_offset(), read_all(&settled).0);
+
+    let dir = tmp.path().join("t-0");
+    let mut log = build_three_segment_log(&dir);
+    let mut c = cleaner();
+    let release = hold_log_dirs();
+    step_until_swap_pending(&mut c, &mut log);
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(release);
+    });
+    // Into the one batch the cleaner keeps (offsets 56-59).
+    log.truncate_to(58).unwrap();
+    releaser.join().unwrap();
+    assert!(!log.cleaner_swap_pending());
+    assert_eq!((log.log_end_offset(), read_all(&log).0), want);
+    assert!(names_ending(&dir, ".cleaned").is_empty());
+    assert!(names_ending(&dir, ".swap").is_empty());
+    log.close().unwrap();
+    let reopened = open(&dir);
+    assert_eq!((reopened.log_end_offset(), read_all(&reopened).0), want);
 }

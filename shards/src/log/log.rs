@@ -29,6 +29,8 @@ mod close;
 mod roll_sync;
 #[path = "log_staging.rs"]
 mod staging;
+#[path = "log_swap.rs"]
+mod swap;
 #[path = "log_txn.rs"]
 mod txn;
 pub use staging::{NewSegmentJob, WriteStep};
@@ -111,6 +113,8 @@ pub struct Log {
     /// Rolled segments being fsynced in the background, oldest first.
     roll_syncs: std::collections::VecDeque<roll_sync::RollSync>,
     next_roll_sync_id: u64,
+    /// The cleaner's swap whose file work runs off the shard.
+    pending_swap: Option<swap::PendingSwap>,
 }
 
 /// Appends accepted but not yet in the file, and the write in flight.
@@ -251,6 +255,7 @@ impl Log {
             staging: Staging::new(),
             roll_syncs: Default::default(),
             next_roll_sync_id: 0,
+            pending_swap: None,
         };
         log.apply_io_mode_to_active()?;
         Ok((log, stats))
@@ -282,6 +287,7 @@ impl Log {
             staging: Staging::new(),
             roll_syncs: Default::default(),
             next_roll_sync_id: 0,
+            pending_swap: None,
         };
         log.apply_io_mode_to_active()?;
         Ok(log)
@@ -728,6 +734,8 @@ impl Log {
     }
 
     fn delete_first_segments(&mut self, count: usize) -> io::Result<u64> {
+        // Segments a swap is replacing go at the next check.
+        let count = self.deletable_while_swapping(count);
         assert!(
             count < self.segments.len(),
             "the active segment is never deleted"
@@ -760,6 +768,7 @@ impl Log {
         if offset >= self.log_end_offset {
             return Ok(());
         }
+        self.wait_cleaner_swap()?;
         self.sync_pending_rolls()?;
         let now_ms = self.last_flush_ms;
         let first_base = *self.segments.keys().next().expect("segment");
@@ -793,6 +802,7 @@ impl Log {
             )));
         }
         self.staging.tail.clear();
+        self.wait_cleaner_swap()?;
         // Every segment goes: the pending rolls' syncs are moot.
         self.roll_syncs.clear();
         let now_ms = self.last_flush_ms;
@@ -843,8 +853,9 @@ impl Log {
         self.cleaner_checkpoint = offset.clamp(0, self.log_end_offset);
     }
     /// The cleaner's in-memory swap: `new` (files already renamed in place)
-    /// replaces the inactive segments `old_bases`, whose files are gone.
-    pub(crate) fn replace_segments(&mut self, old_bases: &[i64], new: LogSegment) {
+    /// replaces the inactive segments `old_bases`, whose files are renamed
+    /// `.deleted` (`cleaner_swap`).
+    fn replace_segments(&mut self, old_bases: &[i64], new: LogSegment) {
         let active = self.active().base_offset();
         assert!(
             old_bases.first() == Some(&new.base_offset()),

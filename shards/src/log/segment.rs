@@ -1054,7 +1054,7 @@ impl AppendBytes<'_> {
 }
 
 /// Kafka's `DELETED_FILE_SUFFIX` added to a segment file's name.
-fn deleted_name(path: &Path) -> PathBuf {
+pub(super) fn deleted_name(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push(super::recovery::DELETED_FILE_SUFFIX);
     PathBuf::from(name)
