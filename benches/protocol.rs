@@ -135,6 +135,7 @@ fn fetch_assembly(c: &mut Criterion) {
                             position: 4096 * p as u64,
                             len: 1 << 20,
                             direct: false,
+                            may_be_cold: false,
                             cached: None,
                         }),
                     })

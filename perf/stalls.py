@@ -11,6 +11,8 @@ brokers:
   compaction   a 1 GiB compacted partition (10,000 keys) cleaned
   direct_roll  2 GiB of 1 KiB records into 8 partitions of 16 MiB segments
                with log.io.mode=direct: 128 segment rolls under load
+  cold_consume 1 GiB in 8 partitions dropped from the page cache, then
+               consumed from the start (a consumer catching up on old data)
 
 A stall is a shard not polling for longer than the threshold, not counting
 the time its thread waited for a CPU (task_ms in the log). Reports, per
@@ -288,8 +290,36 @@ def w_direct_roll(root, mib=2048):
         b.stop()
 
 
+def drop_from_page_cache(dirs):
+    """Writes back and drops the cached pages of every segment in `dirs`."""
+    for d in dirs:
+        for f in d.glob("*.log"):
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def w_cold_consume(root, mib=1024):
+    """A consumer catching up on segments no longer in the page cache:
+    sendfile would read them from the disk on the shard."""
+    b = Single(root, {"log.segment.bytes": str(64 << 20)})
+    try:
+        create_topic(admin(b.bootstrap), "cold", 8)
+        perf(["produce", "--bootstrap-server", b.bootstrap, "--topic", "cold", "--partitions", "8",
+              "--num-records", str(mib * 1024), "--record-size", "1024", "--acks", "1"])
+        drop_from_page_cache(b.dir / "data" / f"cold-{p}" for p in range(8))
+        s = Stalls([b.log_path])
+        r = perf(["consume", "--bootstrap-server", b.bootstrap, "--topic", "cold", "--from-start"])
+        return {**s.result(), "consume_mb_per_s": r["mb_per_s"]}
+    finally:
+        b.stop()
+
+
 WORKLOADS = {"partitions": w_partitions, "producers": w_producers, "leader_isr": w_leader_isr,
-             "compaction": w_compaction, "direct_roll": w_direct_roll}
+             "compaction": w_compaction, "direct_roll": w_direct_roll, "cold_consume": w_cold_consume}
 
 
 def main():

@@ -284,6 +284,7 @@ mod tests {
                 position: 0,
                 len: i32::MAX as u32,
                 direct: false,
+                may_be_cold: false,
                 cached: None,
             }),
         };

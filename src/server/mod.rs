@@ -650,11 +650,12 @@ fn finish(broker: &Broker) -> Result<(), String> {
     write_checkpoints(&broker.log_dirs, &entries)
         .map_err(|e| format!("writing checkpoints: {e}"))?;
     log::info!(
-        "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied, {} bytes from the direct-I/O read cache, {} bytes from direct-mode tail caches",
+        "kshard stopped; zero-copy: {} bytes by sendfile, {} bytes copied, {} bytes from the direct-I/O read cache, {} bytes from direct-mode tail caches, {} bytes read into the page cache off the shards",
         sendfile::SENDFILE_BYTES.load(Ordering::Relaxed),
         sendfile::COPIED_BYTES.load(Ordering::Relaxed),
         sendfile::READ_CACHE_BYTES.load(Ordering::Relaxed),
-        sendfile::TAIL_CACHE_BYTES_SENT.load(Ordering::Relaxed)
+        sendfile::TAIL_CACHE_BYTES_SENT.load(Ordering::Relaxed),
+        kshard_shards::log::page_cache::FILLED_BYTES.load(Ordering::Relaxed)
     );
     if !errors.is_empty() {
         return Err(errors.join("; "));

@@ -5,8 +5,12 @@
 //! blocking the shard; then one chunk goes through glommio's async write,
 //! which waits for the socket to drain, and sendfile resumes.
 //!
-//! Slices of `log.io.mode=direct` logs skip the page cache: their bytes come
-//! from the shard's [`ReadCache`] (DMA reads) and go out by async writes.
+//! A closed segment's slice is read into the page cache off the shard first
+//! when it is not all there (`page_cache`), so sendfile does not wait for
+//! the disk on the shard. Slices of a `log.io.mode=direct` log's active
+//! segment skip the page cache: their bytes come from the shard's
+//! [`ReadCache`] (DMA reads) and go out by async writes; its closed
+//! segments go by sendfile like any other.
 
 use std::collections::VecDeque;
 use std::io;
@@ -176,6 +180,7 @@ mod tests {
             position,
             len,
             direct: true,
+            may_be_cold: false,
             cached: None,
         }
     }

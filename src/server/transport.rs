@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use futures_rustls::server::TlsStream;
 use glommio::net::TcpStream;
-use kshard_shards::log::FileSlice;
+use kshard_shards::log::{page_cache, FileSlice};
 
 use crate::server::sendfile::{send_file_slice, COPIED_BYTES};
 
@@ -33,6 +33,9 @@ impl Transport {
     /// Sends a slice of a segment file: sendfile(2) in plaintext, a copy
     /// through the TLS writer otherwise.
     pub async fn send_file(&mut self, slice: &FileSlice, scratch: &mut Vec<u8>) -> io::Result<()> {
+        if slice.may_be_cold {
+            fill_page_cache(slice).await?;
+        }
         let tls = match self {
             Transport::Plain(stream) => return send_file_slice(stream, slice, scratch).await,
             Transport::Tls(tls) => tls,
@@ -150,4 +153,18 @@ impl AsyncWrite for Transport {
             Transport::Tls(s) => Pin::new(s.as_mut()).poll_close(cx),
         }
     }
+}
+
+/// Reads a closed segment's slice into the page cache on the executor's
+/// blocking thread when it is not all there, so the send that follows does
+/// not wait for the disk on the shard (`page_cache`).
+async fn fill_page_cache(slice: &FileSlice) -> io::Result<()> {
+    let (position, len) = (slice.position, u64::from(slice.len));
+    if page_cache::range_cached(&slice.file, position, len) != Some(false) {
+        return Ok(());
+    }
+    let file = slice.file.clone();
+    glommio::executor()
+        .spawn_blocking(move || page_cache::fill(&file, position, len))
+        .await
 }

@@ -2,6 +2,7 @@
 after a consumer reads a topic, the broker's shutdown report counts at least
 that many bytes sent by sendfile. kshard-specific (Kafka has no such report)."""
 
+import os
 import re
 
 import pytest
@@ -45,6 +46,41 @@ def test_fetch_goes_through_sendfile(broker_factory):
     assert sent > copied, (sent, copied)
 
 
+def drop_from_page_cache(d):
+    """Writes back and drops the cached pages of a partition's segments."""
+    for f in d.iterdir():
+        if f.name.endswith(".log"):
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def test_a_cold_closed_segment_is_read_in_off_the_shard(broker_factory):
+    """A consumer catching up on segments that have left the page cache: the
+    shard has them read in by a blocking-pool thread before it sendfiles
+    them (cachestat(2)), rather than waiting for the disk in sendfile."""
+    b = broker_factory({"log.segment.bytes": str(64 << 10)})
+    topic = "zc-cold"
+    create_topics(b.bootstrap, [topic], partitions=1)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "compression.type": "none"})
+    for i in range(RECORDS):
+        p.produce(topic, key=cu.rec_key(topic, i), value=b"%08d" % i + b"v" * VALUE_BYTES, partition=0)
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    drop_from_page_cache(b.partition_dir(topic, 0))
+    got = consume_all(b.bootstrap, topic, 1, RECORDS)
+    assert sorted(int(v[:8]) for v in got.values()) == list(range(RECORDS))
+    b.stop()
+    m = re.search(r"(\d+) bytes read into the page cache off the shards", b.log_text())
+    assert m, b.log_text(tail_lines=20)
+    # All but the active segment's bytes were cold.
+    assert int(m.group(1)) >= RECORDS * VALUE_BYTES // 2, m.group(0)
+
+
 def consume_all(bootstrap, topic, partitions, expected):
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "compat-unused", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -59,11 +95,13 @@ def consume_all(bootstrap, topic, partitions, expected):
 
 
 def test_direct_io_mode_reads_through_shard_cache(broker_factory):
-    """log.io.mode=direct: O_DIRECT writes; fetches served from memory (the
-    logs' tail caches of what was just written, then the shards' DMA read
-    cache, never sendfile), everything intact across a restart, after
-    which only the read cache can serve."""
-    b = broker_factory({"log.io.mode": "direct", "log.segment.bytes": str(1 << 20)})
+    """log.io.mode=direct: O_DIRECT writes; an active segment's bytes are
+    served from memory (the logs' tail caches of what was just written, then
+    the shards' DMA read cache), a closed segment's by sendfile once read
+    into the page cache off the shard (its O_DIRECT writes left it out);
+    everything intact across a restart, after which only the read cache can
+    serve the active segments."""
+    b = broker_factory({"log.io.mode": "direct", "log.segment.bytes": str(64 << 10)})
     topic = "direct"
     create_topics(b.bootstrap, [topic], partitions=2)
     values = {}
@@ -84,13 +122,15 @@ def test_direct_io_mode_reads_through_shard_cache(broker_factory):
     b.stop()
     runs = re.findall(
         r"zero-copy: (\d+) bytes by sendfile, (\d+) bytes copied, (\d+) bytes from the direct-I/O read cache, "
-        r"(\d+) bytes from direct-mode tail caches",
+        r"(\d+) bytes from direct-mode tail caches, (\d+) bytes read into the page cache off the shards",
         b.log_text(),
     )
     assert len(runs) == 2, b.log_text(tail_lines=20)
-    for sent, copied, cached, tail in runs:
-        assert int(sent) == 0 and int(copied) == 0 and int(cached) + int(tail) > 0, runs
-    # Freshly produced records come from the tail caches; after the restart
-    # they are only on disk.
-    assert int(runs[0][3]) > 0, runs
-    assert int(runs[1][2]) > 0 and int(runs[1][3]) == 0, runs
+    (_, _, _, tail1, _), (sent2, _, cached2, tail2, filled2) = [[int(x) for x in r] for r in runs]
+    # Freshly produced records come from the tail caches.
+    assert tail1 > 0, runs
+    # After the restart they are only on disk: the active segments' through
+    # the read cache; the closed ones, never in the page cache (O_DIRECT
+    # writes), read in off the shard and sent by sendfile.
+    assert cached2 > 0 and tail2 == 0, runs
+    assert sent2 > 0 and filled2 > 0, runs

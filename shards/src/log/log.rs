@@ -469,6 +469,7 @@ impl Log {
             .range(..=start_offset)
             .next_back()
             .map_or(i64::MIN, |(&b, _)| b);
+        let active_base = self.active().base_offset();
         for seg in self.segments.range(floor..).map(|(_, s)| s) {
             match seg.read(start_offset, max_bytes, max_offset_exclusive, min_one_batch)? {
                 SegmentRead::NotInSegment => continue,
@@ -487,7 +488,10 @@ impl Log {
                     first_batch_base_offset,
                     read_size,
                 } => {
-                    slice.direct = self.config.io_mode == IoMode::Direct;
+                    // A closed segment's file is written no more: its
+                    // bytes go by sendfile in either mode.
+                    slice.direct = self.config.io_mode == IoMode::Direct && seg.is_direct();
+                    slice.may_be_cold = seg.base_offset() != active_base;
                     return Ok(ReadInfo {
                         slice: Some(slice),
                         first_batch_base_offset,

@@ -416,6 +416,7 @@ impl Log {
                 position: r.position,
                 len: r.bytes.len() as u32,
                 direct: true,
+                may_be_cold: false,
                 cached: Some(r.bytes),
             }),
             first_batch_base_offset: r.first_batch_base_offset,

@@ -18,6 +18,7 @@ pub mod log_create;
 pub mod log_deleter;
 pub mod offset_index;
 pub mod offset_map;
+pub mod page_cache;
 pub mod patched;
 pub mod read_cache;
 pub mod recovery;
@@ -87,9 +88,14 @@ pub struct FileSlice {
     pub file: Arc<File>,
     pub position: u64,
     pub len: u32,
-    /// From a `log.io.mode=direct` log: sent through the shard's
-    /// [`read_cache::ReadCache`] (DMA reads), not sendfile from the page cache.
+    /// From the active segment of a `log.io.mode=direct` log: sent through
+    /// the shard's [`read_cache::ReadCache`] (DMA reads), not sendfile from
+    /// the page cache.
     pub direct: bool,
+    /// From a closed segment, whose pages may have left the page cache (or,
+    /// in direct mode, never entered it): read in off the shard first when
+    /// they are not there ([`page_cache`]).
+    pub may_be_cold: bool,
     /// The slice's bytes, already in memory (a direct-mode log's
     /// [`tail_cache`]): sent as they are, the file is not read.
     pub cached: Option<bytes::Bytes>,

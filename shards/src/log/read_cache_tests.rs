@@ -41,6 +41,7 @@ fn slice(file: &Arc<File>, position: u64, len: usize) -> FileSlice {
         position,
         len: len as u32,
         direct: true,
+        may_be_cold: false,
         cached: None,
     }
 }

@@ -748,6 +748,7 @@ impl LogSegment {
                 // Set by the Log, which knows its io_mode for every segment
                 // (a segment knows it only while it is active).
                 direct: false,
+                may_be_cold: false,
                 cached: None,
             },
             first_batch_base_offset,
@@ -962,7 +963,22 @@ impl LogSegment {
             self.set_log_len(self.size_bytes)?;
         }
         // Inactive segments are never written again: free the buffer.
-        self.direct = None;
+        if self.direct.take().is_some() {
+            // From now on fetches sendfile this file from the page cache:
+            // drop any page a read cached while O_DIRECT writes went past it.
+            // SAFETY: advice on a descriptor the segment owns.
+            let rc = unsafe {
+                libc::posix_fadvise(
+                    std::os::unix::io::AsRawFd::as_raw_fd(self.log.file()),
+                    0,
+                    0,
+                    libc::POSIX_FADV_DONTNEED,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+        }
         Ok(())
     }
 

@@ -1,0 +1,165 @@
+//! Segment bytes a fetch sends by sendfile(2) come from the page cache; a
+//! page that is not there is read from the disk inside the sendfile, on
+//! the shard, and every connection of the shard waits (a consumer catching
+//! up on old data, or a direct-mode log's closed segments, which its O_DIRECT
+//! writes never put in the cache). So before sending a closed segment's
+//! slice the shard asks the kernel whether the range is cached
+//! (`cachestat(2)`, Linux 6.5), and if not has a blocking-pool thread read
+//! it in first ([`fill`]): the shard's task waits, the shard does not.
+//! Kernels without `cachestat` send as before.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// `cachestat`'s number in the generic syscall table (every architecture
+/// since Linux 6.5); libc does not name it for every target yet.
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// Bytes read into the page cache off the shard before a send.
+pub static FILLED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Set once `cachestat` is found missing (ENOSYS) or refused (EPERM under
+/// a seccomp filter): no more asking.
+static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+fn page_bytes() -> u64 {
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    // SAFETY: sysconf reads a constant of the running system.
+    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as u64,
+        _ => 4096,
+    })
+}
+
+/// Whether every page of `len` bytes at `position` of `file` is in the page
+/// cache; `None` when the kernel cannot say.
+pub fn range_cached(file: &File, position: u64, len: u64) -> Option<bool> {
+    if len == 0 {
+        return Some(true);
+    }
+    if UNSUPPORTED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let page = page_bytes();
+    let first_page = position / page;
+    let end_page = (position + len).div_ceil(page);
+    let range = CachestatRange {
+        off: first_page * page,
+        len: (end_page - first_page) * page,
+    };
+    let mut stat = Cachestat::default();
+    // SAFETY: both pointers are to live, correctly laid out structs; flags 0.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd(),
+            &range as *const CachestatRange,
+            &mut stat as *mut Cachestat,
+            0u32,
+        )
+    };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        if matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+            log::info!("cachestat(2) unavailable ({err}): fetches sendfile without it");
+        }
+        return None;
+    }
+    Some(stat.nr_cache >= end_page - first_page)
+}
+
+fn dev_null() -> io::Result<&'static File> {
+    static DEV_NULL: OnceLock<File> = OnceLock::new();
+    if let Some(f) = DEV_NULL.get() {
+        return Ok(f);
+    }
+    let f = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    Ok(DEV_NULL.get_or_init(|| f))
+}
+
+/// Reads `len` bytes at `position` of `file` into the page cache, blocking
+/// the calling thread (never a shard's): a sendfile to /dev/null, so the
+/// pages are read without a copy to user space.
+pub fn fill(file: &File, position: u64, len: u64) -> io::Result<()> {
+    let sink = dev_null()?;
+    let mut offset = position as libc::off_t;
+    let end = position + len;
+    while (offset as u64) < end {
+        let remaining = (end - offset as u64) as usize;
+        // SAFETY: both descriptors are open for the call; offset is a valid pointer.
+        let n =
+            unsafe { libc::sendfile(sink.as_raw_fd(), file.as_raw_fd(), &mut offset, remaining) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(err);
+        }
+        if n == 0 {
+            break; // the file ends sooner: the send will say so
+        }
+    }
+    FILLED_BYTES.fetch_add(offset as u64 - position, Ordering::Relaxed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn drop_from_cache(file: &File) {
+        file.sync_all().unwrap();
+        // SAFETY: advice on a descriptor we own.
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+    }
+
+    #[test]
+    fn a_range_read_in_is_cached_and_one_dropped_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment.log");
+        let mut file = File::create(&path).unwrap();
+        file.write_all(&vec![7u8; 1 << 20]).unwrap();
+        drop_from_cache(&file);
+        let file = File::open(&path).unwrap();
+        let Some(cached) = range_cached(&file, 4096, 300_000) else {
+            return; // a kernel without cachestat: nothing to check
+        };
+        assert!(!cached, "dropped clean pages are not cached");
+        fill(&file, 4096, 300_000).unwrap();
+        assert_eq!(range_cached(&file, 4096, 300_000), Some(true));
+        assert_eq!(range_cached(&file, 0, 0), Some(true));
+        assert!(FILLED_BYTES.load(Ordering::Relaxed) >= 300_000);
+    }
+
+    #[test]
+    fn a_fill_past_the_end_stops_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("short.log");
+        std::fs::write(&path, b"abc").unwrap();
+        let file = File::open(&path).unwrap();
+        fill(&file, 0, 10_000).unwrap();
+    }
+}
