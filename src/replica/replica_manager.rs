@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kshard_shards::log::config::IoMode;
+use kshard_shards::log::page_cache::ColdRange;
 use kshard_shards::log::read_cache::{ReadCache, DEFAULT_READ_CACHE_CAPACITY_BYTES};
 use kshard_shards::mailbox::LocalBoxFuture;
 use kshard_shards::oneshot;
@@ -411,6 +412,20 @@ impl ReplicaManager {
                 Err(_) => errors::NOT_LEADER_OR_FOLLOWER,
             }
         })
+    }
+
+    /// The closed-segment bytes `parts` would read that are not in the page
+    /// cache: read them in off the shard before `fetch_messages`, which
+    /// would otherwise wait for the disk on the shard.
+    pub fn cold_fetch_ranges(&self, parts: &[FetchPart]) -> Vec<ColdRange> {
+        let partitions = self.partitions();
+        parts
+            .iter()
+            .filter_map(|part| {
+                let p = partitions.partition(&part.topic, part.partition)?;
+                p.log.cold_range(part.fetch_offset, part.max_bytes)
+            })
+            .collect()
     }
 
     /// Kafka's `fetchMessages`, the read: each part in order under `budget`.

@@ -22,6 +22,7 @@ use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 
 use glommio::io::ReadResult;
+use kshard_shards::log::page_cache::{self, ColdRange};
 use kshard_shards::log::read_cache::{chunk_starts, ReadCache};
 
 use crate::protocol::Chunk;
@@ -35,6 +36,14 @@ pub static COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 pub static READ_CACHE_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Bytes of direct-mode slices sent from a log's tail cache (in memory).
 pub static TAIL_CACHE_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
+
+/// Reads `ranges` into the page cache on the executor's blocking thread
+/// (`page_cache::fill_all`): the calling task waits, the shard does not.
+pub async fn fill_page_cache(ranges: Vec<ColdRange>) -> io::Result<()> {
+    glommio::executor()
+        .spawn_blocking(move || page_cache::fill_all(&ranges))
+        .await
+}
 
 /// Sends a slice whose bytes are already in memory (a tail-cache read).
 pub async fn send_cached_bytes(stream: &mut Transport, bytes: &[u8]) -> io::Result<()> {

@@ -31,6 +31,7 @@ use crate::replica::{
 };
 use crate::router::{Router, ShardRequest, ShardResponse, CONTROLLER_SHARD};
 use crate::security::authorizer::AclAuthorizer;
+use crate::server::sendfile::fill_page_cache;
 
 /// Kafka's `max.incremental.fetch.session.cache.slots` default.
 const FETCH_SESSION_CACHE_SLOTS: usize = 1000;
@@ -162,7 +163,18 @@ pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardR
             ShardResponse::Produce,
         ),
         ShardRequest::Fetch { parts, budget } => {
-            ready(ShardResponse::Fetch(rm.fetch_messages(&parts, budget)))
+            let cold = rm.cold_fetch_ranges(&parts);
+            if cold.is_empty() {
+                return ready(ShardResponse::Fetch(rm.fetch_messages(&parts, budget)));
+            }
+            let rm = rm.clone();
+            Box::pin(async move {
+                // On a failed fill the read still runs (and reports any error).
+                if let Err(e) = fill_page_cache(cold).await {
+                    log::warn!("reading a fetch's segment bytes into the page cache: {e}");
+                }
+                ShardResponse::Fetch(rm.fetch_messages(&parts, budget))
+            })
         }
         ShardRequest::WaitForData {
             parts,

@@ -12,7 +12,8 @@ use std::task::{Context, Poll};
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use futures_rustls::server::TlsStream;
 use glommio::net::TcpStream;
-use kshard_shards::log::{page_cache, FileSlice};
+use kshard_shards::log::page_cache::{self, ColdRange};
+use kshard_shards::log::FileSlice;
 
 use crate::server::sendfile::{send_file_slice, COPIED_BYTES};
 
@@ -155,16 +156,18 @@ impl AsyncWrite for Transport {
     }
 }
 
-/// Reads a closed segment's slice into the page cache on the executor's
-/// blocking thread when it is not all there, so the send that follows does
-/// not wait for the disk on the shard (`page_cache`).
+/// Reads a closed segment's slice into the page cache off the shard when
+/// it is not all there (`page_cache`), so the send that follows does not
+/// wait for the disk on the shard; the fetch's read usually did already.
 async fn fill_page_cache(slice: &FileSlice) -> io::Result<()> {
     let (position, len) = (slice.position, u64::from(slice.len));
     if page_cache::range_cached(&slice.file, position, len) != Some(false) {
         return Ok(());
     }
-    let file = slice.file.clone();
-    glommio::executor()
-        .spawn_blocking(move || page_cache::fill(&file, position, len))
-        .await
+    let cold = ColdRange {
+        file: slice.file.clone(),
+        position,
+        len,
+    };
+    crate::server::sendfile::fill_page_cache(vec![cold]).await
 }

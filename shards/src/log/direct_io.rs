@@ -163,6 +163,12 @@ impl DirectWriter {
     }
 
     /// One past the last byte written, if positioned.
+    /// Where the partial tail block starts: bytes before it are on disk and
+    /// no append writes them again (a write in flight starts there too).
+    pub fn settled_end(&self) -> Option<u64> {
+        self.positioned.then_some(self.buf_pos)
+    }
+
     pub fn logical_end(&self) -> Option<u64> {
         self.positioned.then_some(self.buf_pos + self.len as u64)
     }

@@ -25,6 +25,8 @@ use super::{FileSlice, LogAppendInfo};
 
 #[path = "log_close.rs"]
 mod close;
+#[path = "log_cold.rs"]
+mod cold;
 #[path = "log_roll_sync.rs"]
 mod roll_sync;
 #[path = "log_staging.rs"]
@@ -488,10 +490,14 @@ impl Log {
                     first_batch_base_offset,
                     read_size,
                 } => {
-                    // A closed segment's file is written no more: its
-                    // bytes go by sendfile in either mode.
-                    slice.direct = self.config.io_mode == IoMode::Direct && seg.is_direct();
-                    slice.may_be_cold = seg.base_offset() != active_base;
+                    // Bytes no write touches again (a closed segment's, or
+                    // below a direct writer's partial tail block) go by
+                    // sendfile in either mode; O_DIRECT writes left them out
+                    // of the page cache, so they may be cold.
+                    let end = slice.position + u64::from(slice.len);
+                    let settled = seg.direct_settled_end().is_some_and(|e| end <= e);
+                    slice.direct = seg.is_direct() && !settled;
+                    slice.may_be_cold = seg.base_offset() != active_base || settled;
                     return Ok(ReadInfo {
                         slice: Some(slice),
                         first_batch_base_offset,

@@ -4,15 +4,19 @@
 //! up on old data, or a direct-mode log's closed segments, which its O_DIRECT
 //! writes never put in the cache). So before sending a closed segment's
 //! slice the shard asks the kernel whether the range is cached
-//! (`cachestat(2)`, Linux 6.5), and if not has a blocking-pool thread read
-//! it in first ([`fill`]): the shard's task waits, the shard does not.
+//! (`cachestat(2)`, Linux 6.5) and ready (reads that must not wait probe
+//! it), and if not has a blocking-pool thread read it in first ([`fill`]):
+//! the shard's task waits, the shard does not. A
+//! fetch asks before it reads at all (`Log::cold_range`): finding where a
+//! read ends walks the batch headers of the range, which would read it from
+//! the disk on the shard just the same.
 //! Kernels without `cachestat` send as before.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// `cachestat`'s number in the generic syscall table (every architecture
 /// since Linux 6.5); libc does not name it for every target yet.
@@ -85,7 +89,53 @@ pub fn range_cached(file: &File, position: u64, len: u64) -> Option<bool> {
         }
         return None;
     }
-    Some(stat.nr_cache >= end_page - first_page)
+    if stat.nr_cache < end_page - first_page {
+        return Some(false);
+    }
+    // A page readahead put in the cache may still be on its way from the
+    // disk, and `cachestat` counts it: a read finding one waits for the
+    // disk (up to 259 ms on the shard here, a consumer catching up on 8
+    // partitions). Reads that must not wait (RWF_NOWAIT) probe the range.
+    Some(probes_ready(file, range.off, range.len, page))
+}
+
+/// Probes between two pages read without waiting.
+const PROBE_STRIDE_BYTES: u64 = 256 * 1024;
+
+/// Whether one byte of the first page, of every `PROBE_STRIDE_BYTES`, and of
+/// the last page can be read without waiting for the disk.
+fn probes_ready(file: &File, off: u64, len: u64, page: u64) -> bool {
+    let last = off + len - page;
+    let mut at = off;
+    loop {
+        if !readable_now(file, at.min(last)) {
+            return false;
+        }
+        if at >= last {
+            return true;
+        }
+        at += PROBE_STRIDE_BYTES;
+    }
+}
+
+fn readable_now(file: &File, position: u64) -> bool {
+    let mut byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: &mut byte as *mut u8 as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: one iovec over a live local byte; the descriptor is open.
+    let n = unsafe {
+        libc::preadv2(
+            file.as_raw_fd(),
+            &iov,
+            1,
+            position as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    // 0 past the end: nothing to wait for. EAGAIN: the page is not ready.
+    n >= 0
 }
 
 fn dev_null() -> io::Result<&'static File> {
@@ -95,6 +145,31 @@ fn dev_null() -> io::Result<&'static File> {
     }
     let f = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     Ok(DEV_NULL.get_or_init(|| f))
+}
+
+/// `posix_fadvise` over the whole of `file`.
+pub fn advise(file: &File, advice: libc::c_int) -> io::Result<()> {
+    // SAFETY: advice on an open descriptor; no memory is passed.
+    match unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) } {
+        0 => Ok(()),
+        rc => Err(io::Error::from_raw_os_error(rc)),
+    }
+}
+
+/// Bytes of a closed segment a read would touch that are not all in the
+/// page cache (`Log::cold_range`).
+#[derive(Clone, Debug)]
+pub struct ColdRange {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub len: u64,
+}
+
+/// [`fill`]s every range, in order.
+pub fn fill_all(ranges: &[ColdRange]) -> io::Result<()> {
+    ranges
+        .iter()
+        .try_for_each(|r| fill(&r.file, r.position, r.len))
 }
 
 /// Reads `len` bytes at `position` of `file` into the page cache, blocking
@@ -131,9 +206,7 @@ mod tests {
 
     fn drop_from_cache(file: &File) {
         file.sync_all().unwrap();
-        // SAFETY: advice on a descriptor we own.
-        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        assert_eq!(rc, 0);
+        advise(file, libc::POSIX_FADV_DONTNEED).unwrap();
     }
 
     #[test]

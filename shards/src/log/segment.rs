@@ -16,6 +16,7 @@ use super::batch::{
 };
 use super::config::{self, LogConfig};
 use super::offset_index::OffsetIndex;
+use super::page_cache;
 use super::patched::PatchedRecords;
 use super::recovery::{find_record, read_header_at, read_valid_batch, SCAN_BUFFER_BYTES};
 use super::time_index::TimeIndex;
@@ -423,6 +424,11 @@ impl LogSegment {
     }
     pub fn is_direct(&self) -> bool {
         self.direct.is_some()
+    }
+    /// An active direct-mode segment's bytes below this are on disk and
+    /// written no more (`DirectWriter::settled_end`).
+    pub fn direct_settled_end(&self) -> Option<u64> {
+        self.direct.as_ref().and_then(DirectWriter::settled_end)
     }
 
     /// ftruncate of the `.log`, telling the direct writer (if any).
@@ -966,18 +972,7 @@ impl LogSegment {
         if self.direct.take().is_some() {
             // From now on fetches sendfile this file from the page cache:
             // drop any page a read cached while O_DIRECT writes went past it.
-            // SAFETY: advice on a descriptor the segment owns.
-            let rc = unsafe {
-                libc::posix_fadvise(
-                    std::os::unix::io::AsRawFd::as_raw_fd(self.log.file()),
-                    0,
-                    0,
-                    libc::POSIX_FADV_DONTNEED,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::from_raw_os_error(rc));
-            }
+            page_cache::advise(self.log.file(), libc::POSIX_FADV_DONTNEED)?;
         }
         Ok(())
     }

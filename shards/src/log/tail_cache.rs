@@ -88,6 +88,14 @@ impl TailCache {
         self.bytes
     }
 
+    /// Whether reads at `offset` start in the cache (it holds the log's
+    /// last writes, so everything from its first offset on).
+    pub fn covers(&self, offset: i64) -> bool {
+        self.entries
+            .front()
+            .is_some_and(|first| offset >= first.first_offset)
+    }
+
     /// (segment base, file position) of the cached batch holding `offset`.
     pub fn position_of(&self, offset: i64) -> Option<(i64, u64)> {
         let first = self.entries.front()?;
