@@ -835,6 +835,8 @@ impl Log {
     /// fsynced. Reopening with recovery point == log end offset scans nothing.
     pub fn close(mut self) -> io::Result<()> {
         self.require_no_staged_writes("close")?;
+        // A reopen must not find the swap's renames still going on.
+        self.wait_cleaner_swap()?;
         self.active_mut().on_become_inactive()?;
         self.active_mut().dirty = true;
         self.flush()
