@@ -150,7 +150,9 @@ pub fn mailbox_handler(
 }
 
 /// Runs one `ShardRequest` on this shard. Partition work runs its
-/// synchronous part before returning, so requests apply in arrival order.
+/// synchronous part before returning, so requests apply in arrival order;
+/// a fetch whose bytes must first be read into the page cache (off the
+/// shard) reads after that.
 pub fn dispatch(apis: Rc<KafkaApis>, req: ShardRequest) -> LocalBoxFuture<ShardResponse> {
     let rm = &apis.replica_manager;
     match req {

@@ -1,6 +1,6 @@
 //! Whether a read would wait for the disk (see `page_cache`): the part of
-//! a closed segment a read at an offset would touch, found through the
-//! offset index (in memory) without reading the file.
+//! a segment a read at an offset would touch, found through the offset
+//! index (in memory) without reading the file.
 
 use super::super::page_cache::{range_cached, ColdRange};
 use super::Log;
@@ -20,8 +20,8 @@ impl Log {
             return None;
         }
         // The read walks headers from the index entry at or below `offset`
-        // to about `max_bytes` past its batch: at most one index interval
-        // before it.
+        // to about `max_bytes` past its batch, which starts about one index
+        // interval after that entry at most.
         let position = u64::from(segment.offset_index().lookup(offset).position);
         let len = (u64::from(max_bytes) + u64::from(self.config.index_interval_bytes))
             .min(segment.size_bytes().saturating_sub(position));

@@ -1,16 +1,14 @@
-//! Segment bytes a fetch sends by sendfile(2) come from the page cache; a
-//! page that is not there is read from the disk inside the sendfile, on
-//! the shard, and every connection of the shard waits (a consumer catching
-//! up on old data, or a direct-mode log's closed segments, which its O_DIRECT
-//! writes never put in the cache). So before sending a closed segment's
-//! slice the shard asks the kernel whether the range is cached
-//! (`cachestat(2)`, Linux 6.5) and ready (reads that must not wait probe
-//! it), and if not has a blocking-pool thread read it in first ([`fill`]):
-//! the shard's task waits, the shard does not. A
-//! fetch asks before it reads at all (`Log::cold_range`): finding where a
-//! read ends walks the batch headers of the range, which would read it from
-//! the disk on the shard just the same.
-//! Kernels without `cachestat` send as before.
+//! A fetch sends segment bytes by sendfile(2) from the page cache. Where
+//! they are not there (a consumer catching up on old data; a direct-mode
+//! log, whose O_DIRECT writes never put them there), the read finding where
+//! the fetch ends (a walk over batch headers) and the sendfile read them
+//! from the disk on the shard, and every connection of the shard waits.
+//! So before a fetch reads a partition the shard asks whether the range it
+//! would touch is in the page cache (`cachestat(2)`, Linux 6.5) and ready
+//! (one-byte reads that must not wait probe it), and if not has the
+//! executor's blocking thread read it in first ([`fill`]): the fetch's task
+//! waits, the shard does not. Sendfile checks its slice again. Where the
+//! kernel cannot say, reads go on as before.
 
 use std::fs::File;
 use std::io;
@@ -135,7 +133,9 @@ fn readable_now(file: &File, position: u64) -> bool {
         )
     };
     // 0 past the end: nothing to wait for. EAGAIN: the page is not ready.
-    n >= 0
+    // Any other error (a filesystem without RWF_NOWAIT): the kernel cannot
+    // say, and the read goes on as it would without the check.
+    n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)
 }
 
 fn dev_null() -> io::Result<&'static File> {
