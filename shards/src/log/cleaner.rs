@@ -861,6 +861,12 @@ impl GroupWriter {
         let sync = self.sync.take().expect("start_sync first");
         sync.join()
             .map_err(|_| other("the cleaner's sync thread panicked".into()))??;
+        // Retention or DeleteRecords may have taken some of the group while
+        // its files synced: the output replaces what is no longer there.
+        if let Some(&gone) = self.bases.iter().find(|&&b| !log.has_segment(b)) {
+            self.discard();
+            return Err(other(format!("segment {gone} went away while cleaning")));
+        }
         let GroupWriter {
             dir,
             bases,

@@ -790,3 +790,48 @@ fn a_truncation_waits_for_a_swap_in_flight() {
     let reopened = open(&dir);
     assert_eq!((reopened.log_end_offset(), read_all(&reopened).0), want);
 }
+
+#[test]
+fn a_group_losing_a_segment_while_it_syncs_is_discarded() {
+    let tmp = tempfile::tempdir().unwrap();
+    for attempt in 0.. {
+        let dir = tmp.path().join(format!("t-{attempt}"));
+        let mut log = build_three_segment_log(&dir);
+        let active_base = log.active_base_offset();
+        let mut c = cleaner();
+        assert!(c.start(&log, T0, None));
+        // Step until the group's fsyncs are under way (no swap queued yet).
+        let mut syncing = false;
+        while !log.cleaner_swap_pending() {
+            match c.step(&mut log, &no_producers, T0).unwrap() {
+                Step::WaitingOffShard if !log.cleaner_swap_pending() => {
+                    syncing = true;
+                    break;
+                }
+                Step::Done(_) | Step::Idle => break,
+                _ => {}
+            }
+        }
+        if !syncing {
+            assert!(attempt < 20, "the sync always finished first");
+            continue;
+        }
+        log.delete_records_before(active_base).unwrap();
+        assert_eq!(log.segment_count(), 1);
+        let err = loop {
+            match c.step(&mut log, &no_producers, T0) {
+                Err(e) => break e,
+                Ok(Step::WaitingOffShard) => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Ok(other) => panic!("{other:?}"),
+            }
+        };
+        assert!(err.to_string().contains("went away"), "{err}");
+        assert!(c.in_progress().is_none(), "the pass is aborted");
+        assert!(names_ending(&dir, ".cleaned").is_empty());
+        assert!(names_ending(&dir, ".swap").is_empty());
+        assert_eq!(log.log_start_offset(), active_base);
+        return;
+    }
+}

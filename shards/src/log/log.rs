@@ -857,6 +857,9 @@ impl Log {
     pub fn active_base_offset(&self) -> i64 {
         self.active().base_offset()
     }
+    pub fn has_segment(&self, base_offset: i64) -> bool {
+        self.segments.contains_key(&base_offset)
+    }
     /// The cleaner's first dirty offset; 0 until set.
     pub fn cleaner_checkpoint(&self) -> i64 {
         self.cleaner_checkpoint
