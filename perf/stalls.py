@@ -290,18 +290,6 @@ def w_direct_roll(root, mib=2048):
         b.stop()
 
 
-def drop_from_page_cache(dirs):
-    """Writes back and drops the cached pages of every segment in `dirs`."""
-    for d in dirs:
-        for f in d.glob("*.log"):
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
 def w_cold_consume(root, mib=1024):
     """A consumer catching up on segments no longer in the page cache:
     sendfile would read them from the disk on the shard."""
@@ -310,7 +298,7 @@ def w_cold_consume(root, mib=1024):
         create_topic(admin(b.bootstrap), "cold", 8)
         perf(["produce", "--bootstrap-server", b.bootstrap, "--topic", "cold", "--partitions", "8",
               "--num-records", str(mib * 1024), "--record-size", "1024", "--acks", "1"])
-        drop_from_page_cache(b.dir / "data" / f"cold-{p}" for p in range(8))
+        cu.drop_from_page_cache(b.dir / "data" / f"cold-{p}" for p in range(8))
         # The write-back just forced holds the whole machine up for a while.
         time.sleep(3)
         s = Stalls([b.log_path])

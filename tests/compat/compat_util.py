@@ -336,6 +336,18 @@ def free_port():
 assert crc32c(b"123456789") == 0xE3069283
 
 
+def drop_from_page_cache(dirs):
+    """Writes back and drops the cached pages of every segment in `dirs`."""
+    for d in dirs:
+        for f in d.glob("*.log"):
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def wait_for(pred, what, timeout_s=30.0, interval_s=0.05):
     """`pred()`'s first truthy value, polled until `timeout_s`."""
     deadline = time.monotonic() + timeout_s

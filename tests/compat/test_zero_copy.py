@@ -2,7 +2,6 @@
 after a consumer reads a topic, the broker's shutdown report counts at least
 that many bytes sent by sendfile. kshard-specific (Kafka has no such report)."""
 
-import os
 import re
 
 import pytest
@@ -46,18 +45,6 @@ def test_fetch_goes_through_sendfile(broker_factory):
     assert sent > copied, (sent, copied)
 
 
-def drop_from_page_cache(d):
-    """Writes back and drops the cached pages of a partition's segments."""
-    for f in d.iterdir():
-        if f.name.endswith(".log"):
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
 def test_a_cold_closed_segment_is_read_in_off_the_shard(broker_factory):
     """A consumer catching up on segments that have left the page cache: the
     shard has them read in by a blocking-pool thread before it sendfiles
@@ -71,7 +58,7 @@ def test_a_cold_closed_segment_is_read_in_off_the_shard(broker_factory):
         if i % 1000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
-    drop_from_page_cache(b.partition_dir(topic, 0))
+    cu.drop_from_page_cache([b.partition_dir(topic, 0)])
     got = consume_all(b.bootstrap, topic, 1, RECORDS)
     assert sorted(int(v[:8]) for v in got.values()) == list(range(RECORDS))
     b.stop()
