@@ -11,12 +11,20 @@
 //!
 //! So: glommio calls a stall handler's `threshold` each time a task queue
 //! starts a run; ours stamps the time there and returns `None` (glommio arms
-//! nothing). One watchdog thread for all shards looks at the stamps every
-//! tick. A run older than the threshold is a stall unless the shard is
-//! parked in `io_uring_enter` (idle after its run ended): then the watchdog
-//! signals the shard's thread, whose handler records the instruction
-//! pointers of its stack, and the watchdog resolves them. The stall ends
-//! when a new run starts or the shard parks; its length is known to a tick.
+//! nothing). One watchdog thread for all shards looks at the stamps and at
+//! each shard thread's state every tick. A shard that goes past the
+//! threshold without starting a run or being seen parked in
+//! `io_uring_enter` (idle after its run ended) is stalled if its thread is
+//! asleep in another syscall, or runs and was scheduled at least half the
+//! time: then the watchdog signals the shard's thread, whose handler
+//! records the instruction pointers of its stack, and the watchdog
+//! resolves them. The stall ends when a new run starts or the shard parks;
+//! its length is known to a tick, and one that ends within a tick of the
+//! threshold can go unseen. A parked shard is never stalled, however much
+//! its thread is woken: glommio's reactor runs io_uring's task work and a
+//! `membarrier` around each sleep, and with the CPUs busy a parked shard's
+//! thread was scheduled more than half the time, which the watchdog used
+//! to count as a 12-14 ms stall (the partitions workload, tuning.md).
 //!
 //! Shards also run with a preemption slice of half the threshold, which is
 //! what makes `glommio::yield_if_needed` yield in time.

@@ -24,38 +24,66 @@ struct SchedSample {
 #[derive(Debug)]
 struct Ongoing {
     run_seq: u64,
-    run_started_ns: u64,
-    /// The thread's scheduling at the last look before the run started.
+    /// When the shard was last known not stalled: its run's start, or a
+    /// later look that found it parked.
+    since_ns: u64,
+    /// The thread's scheduling at the last look before `since_ns`.
     before: Option<SchedSample>,
     /// Logged while still going on (see `LONG_STALL`).
     logged_ongoing: bool,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ThreadState {
-    /// In `io_uring_enter` (a glommio executor parked for want of work),
-    /// or exited.
+    /// Asleep in `io_uring_enter` waiting for completions (a glommio
+    /// executor parked for want of work), or exited.
     Parked,
-    /// In another syscall.
+    /// Asleep in another syscall (or in `io_uring_enter` not waiting for
+    /// completions: a submission that blocked).
     Blocked,
-    /// Not in a syscall.
+    /// Not asleep in a syscall: on a CPU or waiting for one.
     Running,
+}
+
+/// Since when a shard has gone without parking or starting a run, as the
+/// watchdog knows it.
+#[derive(Debug, Clone, Copy)]
+struct Quiet {
+    run_seq: u64,
+    since_ns: u64,
+    /// The sample of the look before `since_ns`.
+    before: Option<SchedSample>,
+    /// Found not stalled once past the threshold: idle, not looked at again
+    /// until it parks or a new run starts.
+    idle: bool,
 }
 
 /// What the watchdog knows of one shard.
 #[derive(Debug, Default)]
 struct ShardWatch {
     ongoing: Option<Ongoing>,
-    /// A run found idle (its shard parked after it): not a stall.
-    idle_run_seq: Option<u64>,
-    /// `/proc/self/task/<tid>/schedstat`, open once, read every look.
+    /// `/proc/self/task/<tid>/schedstat` and `.../syscall`, open once, read
+    /// every look.
     schedstat: Option<File>,
+    syscall: Option<File>,
     last: Option<SchedSample>,
-    /// The run last seen, and the sample of the look before it started.
-    run: Option<(u64, Option<SchedSample>)>,
+    quiet: Option<Quiet>,
 }
 
 impl ShardWatch {
+    /// Where the thread is now (`/proc/<tid>/syscall` names the syscall a
+    /// thread sleeps in; a thread on a CPU reads as `running`).
+    fn state(&mut self, tid: i32) -> ThreadState {
+        if self.syscall.is_none() {
+            self.syscall = File::open(format!("/proc/self/task/{tid}/syscall")).ok();
+        }
+        let mut buf = [0u8; 256];
+        match self.syscall.as_ref().map(|f| f.read_at(&mut buf, 0)) {
+            Some(Ok(n)) => parse_syscall(std::str::from_utf8(&buf[..n]).unwrap_or("")),
+            _ => ThreadState::Parked, // exited
+        }
+    }
+
     fn sample(&mut self, tid: i32, now: u64) -> Option<SchedSample> {
         if self.schedstat.is_none() {
             self.schedstat = File::open(format!("/proc/self/task/{tid}/schedstat")).ok();
@@ -72,19 +100,25 @@ impl ShardWatch {
     }
 }
 
-/// A run past the threshold is a stall if its thread was on (or waiting
-/// for) a CPU at least half the time since it started, or is blocked in a
-/// syscall other than the reactor's. Otherwise the run ended and the shard
-/// is idle: it parks, and wakes now and then without running a task queue
-/// (its preemption timer), so no new run is stamped.
-fn is_stalled(tid: i32, before: Option<SchedSample>, now: Option<SchedSample>) -> bool {
-    match (before, now) {
-        (Some(before), Some(now)) => {
+/// A shard that has gone past the threshold without parking or starting a
+/// run (since `before`, the look before that) is stalled if it is asleep
+/// in a syscall other than the reactor's, or is not parked now and its
+/// thread was on (or waiting for) a CPU at least half the time since.
+/// Otherwise its run ended between looks and the shard is idle: it parks,
+/// and wakes now and then without running a task queue (its preemption
+/// timer, a cross-thread wake, io_uring's task work, glommio's
+/// `membarrier` before each sleep), which on a busy 2-core VM can keep a
+/// parked shard's thread scheduled more than half the time.
+fn is_stalled(state: ThreadState, before: Option<SchedSample>, now: Option<SchedSample>) -> bool {
+    match (state, before, now) {
+        (ThreadState::Blocked, _, _) => true,
+        (ThreadState::Parked, _, _) => false,
+        (ThreadState::Running, Some(before), Some(now)) => {
             let scheduled = (now.cpu_ns - before.cpu_ns) + (now.runq_wait_ns - before.runq_wait_ns);
-            2 * scheduled >= now.at_ns - before.at_ns || thread_state(tid) == ThreadState::Blocked
+            2 * scheduled >= now.at_ns - before.at_ns
         }
         // The run started before the first look: only its state tells.
-        _ => thread_state(tid) != ThreadState::Parked,
+        (ThreadState::Running, _, _) => true,
     }
 }
 
@@ -207,13 +241,28 @@ impl Watchdog {
         let now = now_ns();
         let watch = &mut self.watches[shard_id];
         let sample = watch.sample(tid, now);
+        let state = watch.state(tid);
         let previous = std::mem::replace(&mut watch.last, sample);
-        if watch.run.map(|(seq, _)| seq) != Some(run_seq) {
-            watch.run = Some((run_seq, previous));
+        if watch.quiet.map(|q| q.run_seq) != Some(run_seq) {
+            watch.quiet = Some(Quiet {
+                run_seq,
+                since_ns: run_started_ns,
+                before: previous,
+                idle: false,
+            });
+        }
+        if state == ThreadState::Parked {
+            // Idle now: whatever comes next starts from here.
+            watch.quiet = Some(Quiet {
+                run_seq,
+                since_ns: now,
+                before: sample,
+                idle: false,
+            });
         }
         if let Some(ongoing) = &watch.ongoing {
             let new_run = run_seq != ongoing.run_seq;
-            if new_run || thread_state(tid) == ThreadState::Parked {
+            if new_run || state == ThreadState::Parked {
                 // The stall ended before this look: at the new run's start
                 // or, when it parked, within the last tick.
                 let end = if new_run {
@@ -222,26 +271,26 @@ impl Watchdog {
                     now
                 };
                 let ongoing = watch.ongoing.take().expect("ongoing");
-                if !new_run {
-                    watch.idle_run_seq = Some(run_seq);
-                }
                 self.report(shard_id, &ongoing, end, sample);
             } else if !ongoing.logged_ongoing
-                && self.pauses.age_ns(ongoing.run_started_ns, now) >= LONG_STALL.as_nanos() as u64
+                && self.pauses.age_ns(ongoing.since_ns, now) >= LONG_STALL.as_nanos() as u64
             {
                 self.log_ongoing(shard_id, now);
             }
             return;
         }
-        let age = Duration::from_nanos(self.pauses.age_ns(run_started_ns, now));
-        if age <= self.settings.threshold || watch.idle_run_seq == Some(run_seq) {
+        let quiet = watch.quiet.as_mut().expect("set above");
+        if quiet.idle
+            || Duration::from_nanos(self.pauses.age_ns(quiet.since_ns, now))
+                <= self.settings.threshold
+        {
             return;
         }
-        let before = watch.run.and_then(|(_, before)| before);
-        if is_stalled(tid, before, sample) {
-            self.start_stall(shard_id, run_seq, run_started_ns, before);
+        if is_stalled(state, quiet.before, sample) {
+            let (since_ns, before) = (quiet.since_ns, quiet.before);
+            self.start_stall(shard_id, run_seq, since_ns, before);
         } else {
-            watch.idle_run_seq = Some(run_seq);
+            quiet.idle = true;
         }
     }
 
@@ -251,7 +300,7 @@ impl Watchdog {
         &mut self,
         shard_id: usize,
         run_seq: u64,
-        run_started_ns: u64,
+        since_ns: u64,
         before: Option<SchedSample>,
     ) {
         let slot = &self.slots[shard_id];
@@ -270,7 +319,7 @@ impl Watchdog {
         }
         self.watches[shard_id].ongoing = Some(Ongoing {
             run_seq,
-            run_started_ns,
+            since_ns,
             before,
             logged_ongoing: false,
         });
@@ -288,7 +337,7 @@ impl Watchdog {
             .stats
             .ongoing_logged
             .fetch_add(1, Ordering::Relaxed);
-        let stall = Duration::from_nanos(self.pauses.age_ns(ongoing.run_started_ns, now_ns));
+        let stall = Duration::from_nanos(self.pauses.age_ns(ongoing.since_ns, now_ns));
         let frames = match self.captured_ips(shard_id) {
             ips if ips.is_empty() => {
                 "(no stack: the shard has not run its signal handler)".to_string()
@@ -319,7 +368,7 @@ impl Watchdog {
         after: Option<SchedSample>,
     ) {
         let slot = &self.slots[shard_id];
-        let stall = Duration::from_nanos(self.pauses.age_ns(ongoing.run_started_ns, end_ns));
+        let stall = Duration::from_nanos(self.pauses.age_ns(ongoing.since_ns, end_ns));
         // Time the thread was runnable but not running (another process
         // had the CPU) is not the task's. Unknown after the thread exits.
         let runq_wait = match (ongoing.before, after) {
@@ -364,22 +413,30 @@ impl Watchdog {
     }
 }
 
-fn thread_state(tid: i32) -> ThreadState {
-    match std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")) {
-        Ok(text) => parse_syscall(&text),
-        Err(_) => ThreadState::Parked,
-    }
-}
-
-/// `/proc/<tid>/syscall` starts with the number of the syscall the thread
-/// is blocked in, or `running` / `-1` when it is not in one.
+/// `/proc/<tid>/syscall` is `running` for a thread on a CPU (or waiting
+/// for one), else the number and arguments of the syscall it sleeps in
+/// (`-1` outside one). `io_uring_enter(fd, to_submit, min_complete, flags,
+/// ..)` waiting for completions (`IORING_ENTER_GETEVENTS`) is a parked
+/// executor; a submission that blocked is not.
 fn parse_syscall(text: &str) -> ThreadState {
-    match text
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse::<i64>().ok())
-    {
-        Some(libc::SYS_io_uring_enter) => ThreadState::Parked,
+    const IORING_ENTER_GETEVENTS: u64 = 1;
+    let mut fields = text.split_whitespace();
+    let arg = |field: Option<&str>| {
+        field
+            .and_then(|f| f.strip_prefix("0x"))
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+    };
+    match fields.next().and_then(|n| n.parse::<i64>().ok()) {
+        Some(libc::SYS_io_uring_enter) => {
+            let min_complete = arg(fields.nth(2));
+            let flags = arg(fields.next());
+            match (min_complete, flags) {
+                (Some(min), Some(flags)) if min > 0 && flags & IORING_ENTER_GETEVENTS != 0 => {
+                    ThreadState::Parked
+                }
+                _ => ThreadState::Blocked,
+            }
+        }
         Some(n) if n >= 0 => ThreadState::Blocked,
         _ => ThreadState::Running,
     }
@@ -557,10 +614,36 @@ mod tests {
         let n = libc::SYS_io_uring_enter;
         let parked = parse_syscall(&format!("{n} 0x5 0x0 0x1 0x1 0x0 0x8 0x7ffd 0x7f12\n"));
         assert_eq!(parked, ThreadState::Parked);
+        // A submission that blocked (no completions awaited) is not idle.
+        let submitting = parse_syscall(&format!("{n} 0x5 0x3 0x0 0x0 0x0 0x8 0x7ffd 0x7f12\n"));
+        assert_eq!(submitting, ThreadState::Blocked);
         let sleeping = parse_syscall("230 0x1 0x0 0x7ffd 0x0 0x0 0x0 0x7ffd 0x7f12\n");
         assert_eq!(sleeping, ThreadState::Blocked);
         assert_eq!(parse_syscall("running\n"), ThreadState::Running);
         assert_eq!(parse_syscall("-1 0x7ffd 0x55d0\n"), ThreadState::Running);
+    }
+
+    #[test]
+    fn a_parked_shard_is_idle_however_busy_its_thread() {
+        let at = |ms: u64, cpu_ms: u64, runq_ms: u64| SchedSample {
+            at_ns: ms * 1_000_000,
+            cpu_ns: cpu_ms * 1_000_000,
+            runq_wait_ns: runq_ms * 1_000_000,
+        };
+        let before = Some(at(0, 100, 50));
+        // 12 ms on which the thread ran 4 and waited 4 for a CPU: a shard
+        // parked now was woken for the reactor's own work, not stalled.
+        let busy = Some(at(12, 104, 54));
+        assert!(!is_stalled(ThreadState::Parked, before, busy));
+        assert!(is_stalled(ThreadState::Running, before, busy));
+        // Running, but scheduled under half the time: its run ended.
+        let light = Some(at(12, 103, 52));
+        assert!(!is_stalled(ThreadState::Running, before, light));
+        // Asleep in a syscall other than the reactor's: stalled.
+        assert!(is_stalled(ThreadState::Blocked, before, light));
+        // With no sample from before the run, the state alone tells.
+        assert!(is_stalled(ThreadState::Running, None, busy));
+        assert!(!is_stalled(ThreadState::Parked, None, busy));
     }
 
     #[test]
