@@ -9,6 +9,9 @@ brokers:
   leader_isr   a 2-broker ZooKeeper cluster, 1,000 partitions led by broker
                2; broker 2 restarts: leadership moves to broker 1 and back
   compaction   a 1 GiB compacted partition (10,000 keys) cleaned
+  cold_compaction  the same 1 GiB written to a delete-policy topic, dropped
+               from the page cache, then the topic switched to compact: the
+               pass reads every segment from the disk
   direct_roll  2 GiB of 1 KiB records into 8 partitions of 16 MiB segments
                with log.io.mode=direct: 128 segment rolls under load
   cold_consume 1 GiB in 8 partitions dropped from the page cache, then
@@ -274,6 +277,42 @@ def w_compaction(root, mib=1024):
         b.stop()
 
 
+def w_cold_compaction(root, mib=1024):
+    """A compaction whose input is no longer in the page cache (a topic
+    switched to compact long after it was written): the cleaner's reads
+    would wait for the disk on the shard."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    b = Single(root, {"log.cleaner.backoff.ms": "1000"})
+    try:
+        a = admin(b.bootstrap)
+        create_topic(a, "compact", 1, {"cleanup.policy": "delete", "segment.bytes": str(64 << 20)})
+        time.sleep(1)
+        perf(["produce", "--bootstrap-server", b.bootstrap, "--topic", "compact", "--partitions", "1",
+              "--num-records", str(mib * 1024), "--record-size", "1024", "--acks", "1",
+              "--key-cardinality", "10000"])
+        part = b.dir / "data" / "compact-0"
+        active_base = max(int(f.stem) for f in part.glob("*.log"))
+        cu.drop_from_page_cache([part])
+        # The write-back just forced holds the whole machine up for a while.
+        time.sleep(3)
+        s = Stalls([b.log_path])
+        t0 = time.monotonic()
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                   for k, v in (("cleanup.policy", "compact"), ("min.cleanable.dirty.ratio", "0.01"))]
+        for f in a.incremental_alter_configs(
+                [ConfigResource(ResourceType.TOPIC, "compact", incremental_configs=entries)]).values():
+            f.result(30)
+
+        def cleaned_to_active():
+            ends = CLEANED_RE.findall(b.log_path.read_text(errors="replace"))
+            return bool(ends) and int(ends[-1]) >= active_base
+
+        cl.wait_for(cleaned_to_active, 1200, f"a pass cleaning up to offset {active_base}", 1.0)
+        return {**s.result("cleaner"), "all": s.result(), "clean_s": time.monotonic() - t0}
+    finally:
+        b.stop()
+
+
 def w_direct_roll(root, mib=2048):
     """Direct mode's rolls: each makes a new segment (three files created
     and sized, the indexes preallocated and mapped) while produce goes on."""
@@ -309,7 +348,8 @@ def w_cold_consume(root, mib=1024):
 
 
 WORKLOADS = {"partitions": w_partitions, "producers": w_producers, "leader_isr": w_leader_isr,
-             "compaction": w_compaction, "direct_roll": w_direct_roll, "cold_consume": w_cold_consume}
+             "compaction": w_compaction, "cold_compaction": w_cold_compaction, "direct_roll": w_direct_roll,
+             "cold_consume": w_cold_consume}
 
 
 def main():

@@ -45,14 +45,20 @@ use super::transaction_index::TransactionIndex;
 
 pub use super::cleaner_filter::{delete_horizon_ms, LastRecord};
 
+#[path = "cleaner_read.rs"]
+mod read;
 #[path = "cleaner_swap.rs"]
 mod swap;
 #[path = "cleaner_txn.rs"]
 mod txn;
+use read::{ReadAhead, ReadCursor};
 pub use swap::complete_interrupted_swaps;
 use txn::{AbortedTxnWalk, MapTxns, TxnBound};
 
 pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Steps' worth of input read into the page cache at once when a step
+/// finds its input out of it (`cleaner_read`).
+const READ_AHEAD_STEPS: u64 = 8;
 pub const SWAP_SUFFIX: &str = ".swap";
 /// Kafka's `log.cleaner.dedupe.buffer.size` is 128 MiB for all cleaner
 /// threads; each kshard shard has its own map.
@@ -188,8 +194,8 @@ pub enum Step {
     /// More steps needed.
     InProgress,
     /// More steps needed once work running off the shard is done (a
-    /// cleaned group's fsyncs, the dedupe map being made): step again a
-    /// little later.
+    /// cleaned group's fsyncs, its input read into the page cache, the
+    /// dedupe map being made): step again a little later.
     WaitingOffShard,
     /// The pass finished and the checkpoint moved.
     Done(CleanStats),
@@ -219,6 +225,36 @@ struct Pass {
     /// Which copied batches are aborted data and which markers may go,
     /// over every group of the pass.
     copy_txns: AbortedTxnWalk,
+    read_ahead: ReadAhead,
+}
+
+impl Pass {
+    /// Where the pass reads next, if it reads before its next swap.
+    fn read_cursor(&self) -> Option<ReadCursor> {
+        match &self.phase {
+            Phase::BuildMap { segment, position } => Some(ReadCursor {
+                segment: *segment,
+                position: *position,
+                end_base: self.first_uncleanable,
+            }),
+            Phase::Clean {
+                next_base,
+                group: None,
+            } => Some(ReadCursor {
+                segment: *next_base,
+                position: 0,
+                end_base: self.mapped_end,
+            }),
+            Phase::Clean { group: Some(g), .. } if g.sync.is_none() => {
+                g.bases.get(g.seg_idx).map(|&segment| ReadCursor {
+                    segment,
+                    position: g.position,
+                    end_base: self.mapped_end,
+                })
+            }
+            Phase::Clean { .. } => None,
+        }
+    }
 }
 
 /// One shard's cleaner: a single offset map, one log cleaned at a time.
@@ -360,6 +396,7 @@ impl LogCleaner {
                 last_stable_offset.is_none(),
             ),
             copy_txns: AbortedTxnWalk::default(),
+            read_ahead: ReadAhead::default(),
         });
         true
     }
@@ -433,6 +470,12 @@ impl LogCleaner {
         let mut budget = self.config.step_bytes;
         while budget > 0 {
             let pass = self.pass.as_mut().expect("checked");
+            if let Some(cursor) = pass.read_cursor() {
+                let ahead_bytes = READ_AHEAD_STEPS * self.config.step_bytes;
+                if !pass.read_ahead.ready(log, cursor, budget, ahead_bytes) {
+                    return Ok(Step::WaitingOffShard);
+                }
+            }
             let map = self.map.as_mut().expect("made by start");
             match &mut pass.phase {
                 Phase::BuildMap { segment, position } => {
