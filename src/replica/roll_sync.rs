@@ -4,13 +4,20 @@
 
 use std::rc::Rc;
 
+use super::partitions::RollSync;
 use super::ReplicaManager;
 
 impl ReplicaManager {
-    /// Starts the background fsync of every roll not yet being synced.
-    pub fn start_roll_syncs(self: &Rc<Self>) {
-        let jobs = self.partitions_mut().take_roll_syncs();
-        for (topic, partition, log_id, job) in jobs {
+    /// Starts the background fsync of each roll (taken by
+    /// `Partitions::maintain_some`).
+    pub fn start_roll_syncs(self: &Rc<Self>, jobs: Vec<RollSync>) {
+        for RollSync {
+            topic,
+            partition,
+            log_id,
+            job,
+        } in jobs
+        {
             let rm = self.clone();
             glommio::spawn_local(async move {
                 let id = job.id();

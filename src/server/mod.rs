@@ -785,10 +785,18 @@ pub(crate) async fn maintenance_loop(ctx: Rc<KafkaApis>) {
         if run_retention {
             last_retention = now;
         }
-        ctx.replica_manager
-            .partitions_mut()
-            .maintenance(now as i64, run_retention);
-        ctx.replica_manager.start_roll_syncs();
+        let mut round = ctx
+            .replica_manager
+            .partitions()
+            .maintenance_round(now as i64, run_retention);
+        while !round.is_done() {
+            let roll_syncs = ctx
+                .replica_manager
+                .partitions_mut()
+                .maintain_some(&mut round);
+            ctx.replica_manager.start_roll_syncs(roll_syncs);
+            glommio::yield_if_needed().await;
+        }
         if ctx.shard_id == CONTROLLER_SHARD {
             report_log_dir_failures(&ctx).await;
         }

@@ -12,7 +12,6 @@ use kshard_shards::log::checkpoint::partition_dir_name;
 use kshard_shards::log::cleaner::{CleanerConfig, LastRecord, LogCleaner, Step};
 use kshard_shards::log::config::IoMode;
 use kshard_shards::log::validate::Validator;
-use kshard_shards::log::RollSyncJob;
 
 use crate::metadata::checkpoints::StartupCheckpoints;
 use crate::metadata::metadata_cache::TopicInfo;
@@ -109,6 +108,8 @@ pub use leader_epoch_sync::{dropped_write, LeaderEpochSync};
 mod alter_log_dirs;
 pub use alter_log_dirs::{AlterLogDirResult, CopyStep};
 mod log_placement;
+mod maintenance;
+pub use maintenance::{MaintenanceRound, RollSync};
 mod roles;
 mod transactions;
 
@@ -749,60 +750,6 @@ impl Partitions {
             error_code: errors::NONE,
             leader_epoch,
             end_offset,
-        }
-    }
-
-    /// Every partition's rolled segments not yet being fsynced, with the
-    /// log they belong to (see `ReplicaManager::start_roll_syncs`).
-    pub fn take_roll_syncs(&mut self) -> Vec<(String, i32, u64, RollSyncJob)> {
-        let mut jobs = Vec::new();
-        for parts in self.topics.values_mut() {
-            for p in parts.values_mut() {
-                for job in p.log.take_roll_syncs() {
-                    jobs.push((p.topic.clone(), p.partition, p.log.log_id(), job));
-                }
-            }
-        }
-        jobs
-    }
-
-    /// Periodic work: time-based flush and retention.
-    pub fn maintenance(&mut self, now_ms: i64, run_retention: bool) {
-        for parts in self.topics.values_mut() {
-            for p in parts.values_mut().filter(|p| !p.log_dir_offline()) {
-                if let Err(e) = p.log.maybe_flush(now_ms) {
-                    log::error!("flush {}-{}: {e}", p.topic, p.partition);
-                    self.log_dirs.mark_offline(
-                        p.log_dir_index,
-                        &format!("flushing {}-{}: {e}", p.topic, p.partition),
-                    );
-                    continue;
-                }
-                if run_retention {
-                    match p.log.delete_old_segments(now_ms) {
-                        Ok(0) => {}
-                        Ok(bytes) => {
-                            let start = p.log.log_start_offset();
-                            p.producer_state.on_log_start_offset_incremented(start);
-                            log::info!(
-                                "retention removed {bytes} bytes from {}-{}",
-                                p.topic,
-                                p.partition
-                            )
-                        }
-                        Err(e) => {
-                            log::error!("retention {}-{}: {e}", p.topic, p.partition);
-                            self.log_dirs.mark_offline(
-                                p.log_dir_index,
-                                &format!(
-                                    "deleting old segments of {}-{}: {e}",
-                                    p.topic, p.partition
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
         }
     }
 
