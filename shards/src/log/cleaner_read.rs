@@ -38,9 +38,9 @@ pub(super) struct ReadAhead {
 impl ReadAhead {
     /// True when the step may read `step_bytes` from `cursor` now; false
     /// while those bytes are being read into the page cache off the shard
-    /// (started here if they are not there). Bytes read ahead are not
-    /// checked again: under memory pressure they may already be gone, and
-    /// the step then reads them itself rather than fill them forever.
+    /// (started here if they are not there). The step right after a fill
+    /// reads without checking again: under memory pressure the bytes may
+    /// already be gone, and it reads them itself rather than fill forever.
     pub(super) fn ready(
         &mut self,
         log: &Log,
